@@ -1,0 +1,39 @@
+# zklock: PGXS build.  `make && make install`, tests via test/run-all.sh.
+
+MODULE_big = zklock
+OBJS = \
+	src/zklock.o \
+	src/guc.o \
+	src/zk_bridge.o \
+	src/zk_session.o \
+	src/lock_name.o \
+	src/lock_recipe.o \
+	src/lock_table.o \
+	src/xact_hooks.o \
+	src/sql_functions.o
+
+EXTENSION = zklock
+DATA = sql/zklock--1.0.sql
+PGFILEDESC = "zklock - cluster-wide locks held in Apache ZooKeeper"
+
+# The ZooKeeper C client's multi-threaded flavour: its own IO and completion
+# threads, so a backend can wait on its latch while requests are in flight.
+PG_CPPFLAGS = -DTHREADED -I$(srcdir)/src
+SHLIB_LINK = -lzookeeper_mt -lpthread
+PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter $(if $(WERROR),-Werror)
+
+# pg_regress and isolation tests need a running ZooKeeper and a temporary
+# instance pointed at it: test/run-all.sh provides both through
+# EXTRA_REGRESS_OPTS (--temp-instance, --temp-config).
+REGRESS = setup surface reentrancy names errors xact cleanup
+ISOLATION = fifo try_timeout xact_locks abort_undo cancel_wait
+ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso
+TAP_TESTS = 1
+PROVE_FLAGS = -I $(srcdir)/test/perl
+PROVE_TESTS = test/tap/*.pl
+
+EXTRA_CLEAN = results output_iso tmp_check tmp_check_iso regression.* log
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

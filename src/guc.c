@@ -1,0 +1,163 @@
+/*
+ * guc.c
+ *	  Definitions and validation of the zklock.* settings.
+ *
+ * Where the backend connects (hosts, root) is superuser-only: an ordinary
+ * user must not be able to point the backend at another ensemble or lock
+ * tree.  The session timeout is superuser-only too, because it decides how
+ * long a crashed holder blocks everybody else.
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "utils/guc.h"
+
+#include "guc.h"
+#include "lock_name.h"
+
+char	   *zklock_hosts = NULL;
+char	   *zklock_root = NULL;
+int			zklock_session_timeout = 10000;
+int			zklock_connect_timeout = 5000;
+
+/*
+ * A ZooKeeper connection string: host:port[,host:port...][/chroot].
+ * The client accepts a missing port, but it silently means 2181; we insist
+ * on explicit, valid ports so that a typo fails at SET time, not at connect.
+ */
+static bool
+check_hosts(char **newval, void **extra, GucSource source)
+{
+	const char *s = *newval;
+	const char *chroot;
+	const char *p;
+
+	if (s == NULL || *s == '\0')
+	{
+		GUC_check_errdetail("zklock.hosts must not be empty.");
+		return false;
+	}
+
+	chroot = strchr(s, '/');
+	p = s;
+	while (p < (chroot ? chroot : s + strlen(s)))
+	{
+		const char *end = strchr(p, ',');
+		const char *colon;
+		long		port;
+		char	   *portend;
+
+		if (end == NULL || (chroot && end > chroot))
+			end = chroot ? chroot : s + strlen(s);
+		colon = NULL;
+		for (const char *q = p; q < end; q++)
+			if (*q == ':')
+				colon = q;
+		if (colon == NULL || colon == p)
+		{
+			GUC_check_errdetail("Each server must be given as host:port, separated by commas.");
+			return false;
+		}
+		for (const char *q = p; q < colon; q++)
+		{
+			if (*q == ' ' || *q == '\t' || (unsigned char) *q < 0x20)
+			{
+				GUC_check_errdetail("Host names must not contain white space or control characters.");
+				return false;
+			}
+		}
+		errno = 0;
+		port = strtol(colon + 1, &portend, 10);
+		if (colon + 1 == end || portend != end || errno != 0 ||
+			port < 1 || port > 65535)
+		{
+			GUC_check_errdetail("Port numbers must be between 1 and 65535.");
+			return false;
+		}
+		p = end;
+		if (*p == ',')
+			p++;
+	}
+	if (chroot && strcmp(chroot, "/") != 0 &&
+		!zklock_valid_znode_path(chroot))
+	{
+		GUC_check_errdetail("The chroot suffix must be a valid ZooKeeper path.");
+		return false;
+	}
+	return true;
+}
+
+static bool
+check_root(char **newval, void **extra, GucSource source)
+{
+	const char *s = *newval;
+
+	if (s == NULL || s[0] != '/')
+	{
+		GUC_check_errdetail("zklock.root must be an absolute ZooKeeper path, starting with \"/\".");
+		return false;
+	}
+	if (strcmp(s, "/") == 0)
+	{
+		GUC_check_errdetail("zklock.root must not be the ZooKeeper root itself.");
+		return false;
+	}
+	if (strcmp(s, "/zookeeper") == 0 || strncmp(s, "/zookeeper/", 11) == 0)
+	{
+		GUC_check_errdetail("The /zookeeper subtree is reserved by ZooKeeper.");
+		return false;
+	}
+	if (!zklock_valid_znode_path(s))
+	{
+		GUC_check_errdetail("zklock.root must be a valid ZooKeeper path: no empty, \".\" or \"..\" components, no trailing \"/\", no control characters.");
+		return false;
+	}
+	return true;
+}
+
+void
+zklock_define_gucs(void)
+{
+	DefineCustomStringVariable("zklock.hosts",
+							   "ZooKeeper connection string: host:port[,host:port...][/chroot].",
+							   "Takes effect when the backend next opens a ZooKeeper session.",
+							   &zklock_hosts,
+							   "127.0.0.1:2181",
+							   PGC_SUSET,
+							   0,
+							   check_hosts, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.root",
+							   "ZooKeeper path under which zklock keeps its locks.",
+							   NULL,
+							   &zklock_root,
+							   "/zklock",
+							   PGC_SUSET,
+							   0,
+							   check_root, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.session_timeout",
+							"ZooKeeper session timeout requested by each backend.",
+							"Locks of a backend that dies without closing its session are freed after this long.",
+							&zklock_session_timeout,
+							10000, 1000, 600000,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.connect_timeout",
+							"How long to wait for a ZooKeeper server to accept a session.",
+							NULL,
+							&zklock_connect_timeout,
+							5000, 100, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+#if PG_VERSION_NUM >= 150000
+	MarkGUCPrefixReserved("zklock");
+#else
+	EmitWarningsOnPlaceholders("zklock");
+#endif
+}

@@ -1,0 +1,15 @@
+/*
+ * guc.h
+ *	  zklock.* settings.
+ */
+#ifndef ZKLOCK_GUC_H
+#define ZKLOCK_GUC_H
+
+extern char *zklock_hosts;
+extern char *zklock_root;
+extern int	zklock_session_timeout;
+extern int	zklock_connect_timeout;
+
+extern void zklock_define_gucs(void);
+
+#endif							/* ZKLOCK_GUC_H */

@@ -1,0 +1,16 @@
+/*
+ * lock_name.h
+ *	  Lock names and the znode paths they map to.
+ */
+#ifndef ZKLOCK_LOCK_NAME_H
+#define ZKLOCK_LOCK_NAME_H
+
+/* Longest lock name accepted, in bytes. */
+#define ZKLOCK_NAME_MAX 256
+
+extern void zklock_check_name(const char *name);
+extern char *zklock_encode_name(const char *name);
+extern char *zklock_parent_path(const char *name);
+extern bool zklock_valid_znode_path(const char *path);
+
+#endif							/* ZKLOCK_LOCK_NAME_H */

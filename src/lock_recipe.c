@@ -1,0 +1,570 @@
+/*
+ * lock_recipe.c
+ *	  The ZooKeeper lock recipe, as Curator's InterProcessMutex does it.
+ *
+ * To acquire, create an EPHEMERAL_SEQUENTIAL child "_c_<tag>-lock-NNNNNNNNNN"
+ * of the lock's parent and list the parent's children; the lowest sequence
+ * number holds the lock.  Otherwise set a get-data watch on the next lower
+ * child only (no herd: a release wakes one waiter) and look again when it
+ * fires.  The children request is sent right behind the create without
+ * waiting: ZooKeeper answers a session's requests in order, so the listing
+ * already contains the new node.
+ *
+ * Giving up (timeout, cancel, any ERROR) deletes our child and removes our
+ * watch, even when the create's reply has not arrived yet (see zk_bridge.c).
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "commands/dbcommands.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "postmaster/postmaster.h"
+#include "storage/proc.h"
+#include "utils/guc.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
+
+#include "lock_recipe.h"
+#include "zk_bridge.h"
+#include "zk_session.h"
+
+/* Container parents may vanish between our calls; don't loop forever. */
+#define MAX_PARENT_RETRIES 10
+
+typedef struct Attempt
+{
+	zhandle_t  *zh;
+	const char *parent;
+	char		tag[ZK_TAG_LEN + 1];
+	char	   *prefix;			/* parent/_c_<tag>-lock- */
+	char	   *data;			/* JSON describing this backend */
+	int			timeout_ms;		/* -1: no limit; 0: never wait */
+	int64		deadline;		/* bridge_now_ms() when timeout_ms > 0 */
+	bool		lock_timeout_armed;
+
+	/* Requests in flight; each is either NULL or owned by the attempt. */
+	ZkRequest  *create;
+	ZkRequest  *children;
+	ZkRequest  *watch;
+	ZkRequest  *sync;
+	ZkRequest  *stat;
+
+	char	   *node;			/* our child's full path, once known */
+	int64		czxid;
+	char	   *watched;		/* predecessor our watch is armed on */
+} Attempt;
+
+void
+zk_report_error(int rc, const char *action, const char *path)
+{
+	int			sqlstate;
+
+	if (rc == ZNOAUTH || rc == ZAUTHFAILED)
+		sqlstate = ERRCODE_INSUFFICIENT_PRIVILEGE;
+	else if (rc == ZCONNECTIONLOSS || rc == ZSESSIONEXPIRED ||
+			 rc == ZOPERATIONTIMEOUT || rc == ZCLOSING || rc == ZINVALIDSTATE)
+		sqlstate = ERRCODE_CONNECTION_FAILURE;
+	else
+		sqlstate = ERRCODE_SYSTEM_ERROR;
+
+	ereport(ERROR,
+			(errcode(sqlstate),
+			 errmsg("could not %s ZooKeeper node \"%s\": %s", action, path, zerror(rc)),
+			 rc == ZNOAUTH ? errhint("Check the ACL of the node and the credentials zklock uses.") : 0));
+}
+
+/* Milliseconds the attempt may still wait: -1 without limit, 0 when out. */
+static long
+time_left(Attempt *a)
+{
+	int64		left;
+
+	if (a->timeout_ms <= 0)
+		return -1;
+	left = a->deadline - bridge_now_ms();
+	return left > 0 ? (long) left : 0;
+}
+
+/*
+ * Wait for a request's reply.  False when the attempt's deadline passed first.
+ * Requests never wait on their own while the client reconnects, so a lost
+ * session has to be noticed here.
+ */
+static bool
+await_reply(Attempt *a, ZkRequest *req)
+{
+	while (!bridge_done(req))
+	{
+		long		left = time_left(a);
+
+		if (left == 0)
+			return false;
+		bridge_wait(left);
+		zk_session_check_alive("acquiring a lock");
+	}
+	return true;
+}
+
+/* Wait until the session is connected again after a lost reply. */
+static bool
+await_reconnect(Attempt *a)
+{
+	while (zk_session_status() != ZK_SESSION_CONNECTED)
+	{
+		long		left = time_left(a);
+
+		zk_session_check_alive("acquiring a lock");
+		if (left == 0)
+			return false;
+		bridge_wait(left);
+	}
+	return true;
+}
+
+static void
+drop_request(ZkRequest **req)
+{
+	if (*req != NULL)
+	{
+		bridge_abandon(*req);
+		*req = NULL;
+	}
+}
+
+static void
+free_request(ZkRequest **req)
+{
+	bridge_free(*req);
+	*req = NULL;
+}
+
+/* The trailing 10-digit sequence number of a lock child, -1 if none. */
+static int64
+sequence_of(const char *name)
+{
+	size_t		len = strlen(name);
+	int64		seq = 0;
+
+	if (len < 10)
+		return -1;
+	for (const char *p = name + len - 10; *p; p++)
+	{
+		if (*p < '0' || *p > '9')
+			return -1;
+		seq = seq * 10 + (*p - '0');
+	}
+	return seq;
+}
+
+/*
+ * Create every ancestor of the lock's parent that is missing, root first, in
+ * one pipelined batch.  The lock's parent is a container, so the server
+ * removes it once its last child is gone.
+ */
+static void
+create_parents(Attempt *a)
+{
+	char	   *path = pstrdup(a->parent);
+	int			n = 0;
+	ZkRequest **reqs;
+	char	   *p;
+
+	for (p = path + 1; *p; p++)
+		if (*p == '/')
+			n++;
+	reqs = palloc0(sizeof(ZkRequest *) * (n + 1));
+
+	n = 0;
+	for (p = path + 1;; p++)
+	{
+		if (*p == '/' || *p == '\0')
+		{
+			bool		last = (*p == '\0');
+
+			*p = '\0';
+			reqs[n++] = bridge_create(a->zh, path, "", 0, &ZOO_OPEN_ACL_UNSAFE,
+									  last ? ZOO_CONTAINER : ZOO_PERSISTENT, NULL);
+			if (last)
+				break;
+			*p = '/';
+		}
+	}
+
+	PG_TRY();
+	{
+		for (int i = 0; i < n; i++)
+		{
+			int			rc;
+
+			while (!bridge_done(reqs[i]))
+			{
+				bridge_wait(-1);
+				zk_session_check_alive("creating lock nodes");
+			}
+			rc = reqs[i]->rc;
+			if (rc == ZNONODE && i == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("could not create ZooKeeper node \"%s\": the chroot of zklock.hosts does not exist",
+								reqs[i]->path),
+						 errhint("Create the chroot node, or remove it from zklock.hosts.")));
+			/* Lost replies are harmless: the next create attempt retries. */
+			if (rc != ZOK && rc != ZNODEEXISTS && rc != ZCONNECTIONLOSS &&
+				rc != ZNONODE)
+				zk_report_error(rc, "create", reqs[i]->path);
+			free_request(&reqs[i]);
+		}
+	}
+	PG_CATCH();
+	{
+		for (int i = 0; i < n; i++)
+			drop_request(&reqs[i]);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	pfree(reqs);
+	pfree(path);
+}
+
+/* Send the create and, right behind it, the listing that will include it. */
+static void
+send_create(Attempt *a)
+{
+	a->create = bridge_create(a->zh, a->prefix, a->data, strlen(a->data),
+							  &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+							  a->tag);
+	a->children = bridge_get_children(a->zh, a->parent);
+}
+
+typedef ZkRequest *(*RequestSender) (zhandle_t *zh, const char *path);
+
+/*
+ * Send a request, and again after every lost reply, until the server gives a
+ * real answer, left in *slot.  False if the attempt's deadline passed first.
+ */
+static bool
+request_until_answered(Attempt *a, ZkRequest **slot, RequestSender send,
+					   const char *path)
+{
+	for (;;)
+	{
+		if (*slot == NULL)
+			*slot = send(a->zh, path);
+		if (!await_reply(a, *slot))
+			return false;
+		if ((*slot)->rc != ZCONNECTIONLOSS)
+			return true;
+		free_request(slot);
+		if (!await_reconnect(a))
+			return false;
+	}
+}
+
+/*
+ * A create whose reply was lost may still have happened.  Now that the
+ * session is connected again, catch the server up with the leader (the new
+ * server may lag behind the one that took the create) and look for a child
+ * carrying our tag; adopt it if there is one.  Sets a->node and a->czxid
+ * when found.  False if the deadline passed.
+ */
+static bool
+find_lost_create(Attempt *a)
+{
+	int			rc;
+
+	if (!request_until_answered(a, &a->sync, bridge_sync, a->parent))
+		return false;
+	free_request(&a->sync);
+	if (!request_until_answered(a, &a->children, bridge_get_children, a->parent))
+		return false;
+	rc = a->children->rc;
+	if (rc != ZOK && rc != ZNONODE)
+		zk_report_error(rc, "list children of", a->parent);
+	for (int i = 0; rc == ZOK && i < a->children->nchildren; i++)
+		if (strstr(a->children->children[i], a->tag) != NULL)
+			a->node = psprintf("%s/%s", a->parent, a->children->children[i]);
+	free_request(&a->children);
+	if (a->node == NULL)
+		return true;
+
+	if (!request_until_answered(a, &a->stat, bridge_stat, a->node))
+		return false;
+	if (a->stat->rc != ZOK)
+		zk_report_error(a->stat->rc, "read", a->node);
+	a->czxid = a->stat->czxid;
+	free_request(&a->stat);
+	return true;
+}
+
+/*
+ * Get our node into the queue.  Returns false if the deadline passed; the
+ * give-up path then cleans up whatever is in flight.
+ */
+static bool
+enqueue(Attempt *a)
+{
+	for (int tries = 0;; tries++)
+	{
+		int			rc;
+
+		send_create(a);
+		if (!await_reply(a, a->create))
+			return false;
+		rc = a->create->rc;
+		if (rc == ZOK)
+		{
+			a->node = pstrdup(a->create->created);
+			a->czxid = a->create->czxid;
+			free_request(&a->create);
+			return true;
+		}
+		free_request(&a->create);
+		drop_request(&a->children);
+
+		if (rc == ZCONNECTIONLOSS)
+		{
+			if (!await_reconnect(a) || !find_lost_create(a))
+				return false;
+			if (a->node != NULL)
+				return true;
+		}
+		else if (rc == ZNONODE && tries < MAX_PARENT_RETRIES)
+			create_parents(a);
+		else
+			zk_report_error(rc, "create", a->prefix);
+	}
+}
+
+static void
+arm_lock_timeout(Attempt *a)
+{
+	if (!a->lock_timeout_armed && LockTimeout > 0)
+	{
+		enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
+		a->lock_timeout_armed = true;
+	}
+}
+
+/*
+ * Queue up and wait for our turn.  True when we hold the lock, false when
+ * the deadline passed (or, for a try, the lock was taken).
+ */
+static bool
+run_attempt(Attempt *a)
+{
+	const char *own;
+	int64		own_seq;
+
+	if (!enqueue(a))
+		return false;
+	own = strrchr(a->node, '/') + 1;
+	own_seq = sequence_of(own);
+
+	for (;;)
+	{
+		const char *pred = NULL;
+		int64		pred_seq = -1;
+		bool		found = false;
+		uint64		events;
+		int			rc;
+
+		if (!request_until_answered(a, &a->children, bridge_get_children,
+									a->parent))
+			return false;
+		rc = a->children->rc;
+		if (rc != ZOK)
+			zk_report_error(rc, "list children of", a->parent);
+
+		for (int i = 0; i < a->children->nchildren; i++)
+		{
+			const char *child = a->children->children[i];
+			int64		seq = sequence_of(child);
+
+			if (strcmp(child, own) == 0)
+				found = true;
+			else if (strstr(child, a->tag) != NULL)
+			{
+				/* A twin from a lost create we could not see: never keep two. */
+				char	   *twin = psprintf("%s/%s", a->parent, child);
+
+				bridge_delete_node(a->zh, twin);
+				pfree(twin);
+			}
+			else if (seq >= 0 && seq < own_seq && seq > pred_seq)
+			{
+				pred = child;
+				pred_seq = seq;
+			}
+		}
+		if (!found)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("ZooKeeper node \"%s\" was deleted while waiting for the lock", a->node),
+					 errdetail("Something other than this backend removed it.")));
+		if (pred == NULL)
+			return true;
+		if (a->timeout_ms == 0)
+			return false;
+
+		arm_lock_timeout(a);
+		if (a->watched)
+			pfree(a->watched);
+		a->watched = psprintf("%s/%s", a->parent, pred);
+		free_request(&a->children);
+
+		events = bridge_watch_events();
+		a->watch = bridge_watch(a->zh, a->watched);
+		if (!await_reply(a, a->watch))
+			return false;
+		rc = a->watch->rc;
+		free_request(&a->watch);
+		if (rc == ZOK)
+		{
+			/* Sleep until the watch (or a session event) fires. */
+			ZkSessionSnapshot before;
+			ZkSessionSnapshot now;
+
+			bridge_session_snapshot(&before);
+			for (;;)
+			{
+				long		left = time_left(a);
+
+				if (bridge_watch_events() != events)
+					break;
+				bridge_session_snapshot(&now);
+				if (now.events != before.events)
+					break;
+				if (left == 0)
+					return false;
+				bridge_wait(left);
+				zk_session_check_alive("waiting for a lock");
+			}
+		}
+		else if (rc == ZCONNECTIONLOSS)
+		{
+			if (!await_reconnect(a))
+				return false;
+		}
+		else if (rc != ZNONODE)
+			zk_report_error(rc, "watch", a->watched);
+		/* ZNONODE: the predecessor left before we could watch it. */
+	}
+}
+
+/* Undo everything the attempt did.  Safe in PG_CATCH: never raises. */
+static void
+give_up(Attempt *a)
+{
+	drop_request(&a->create);
+	drop_request(&a->children);
+	drop_request(&a->watch);
+	drop_request(&a->sync);
+	drop_request(&a->stat);
+	if (a->watched)
+		bridge_remove_watch(a->zh, a->watched);
+	if (a->node)
+		bridge_delete_node(a->zh, a->node);
+}
+
+static void
+disarm_lock_timeout(Attempt *a)
+{
+	if (a->lock_timeout_armed)
+	{
+		disable_timeout(LOCK_TIMEOUT, false);
+		a->lock_timeout_armed = false;
+	}
+}
+
+/* JSON stored in our node, so that anyone can see who holds or waits. */
+static char *
+node_data(void)
+{
+	static char *database = NULL;
+	static char host[256];
+	StringInfoData buf;
+
+	if (database == NULL)
+	{
+		char	   *name = get_database_name(MyDatabaseId);
+
+		database = MemoryContextStrdup(TopMemoryContext, name ? name : "");
+		if (gethostname(host, sizeof(host)) != 0)
+			host[0] = '\0';
+		host[sizeof(host) - 1] = '\0';
+	}
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"cluster_name\":");
+	escape_json(&buf, cluster_name ? cluster_name : "");
+	appendStringInfoString(&buf, ",\"host\":");
+	escape_json(&buf, host);
+	appendStringInfo(&buf, ",\"port\":%d,\"pid\":%d,\"database\":",
+					 PostPortNumber, MyProcPid);
+	escape_json(&buf, database);
+	appendStringInfoString(&buf, ",\"user\":");
+	escape_json(&buf, GetUserNameFromId(GetUserId(), false));
+	appendStringInfoString(&buf, ",\"application_name\":");
+	escape_json(&buf, application_name ? application_name : "");
+	appendStringInfoString(&buf, ",\"requested_at\":");
+	escape_json(&buf, timestamptz_to_str(GetCurrentTimestamp()));
+	appendStringInfoString(&buf, ",\"mode\":\"exclusive\"}");
+	return buf.data;
+}
+
+/*
+ * Acquire the lock whose queue is below parent.  timeout_ms: -1 waits without
+ * limit, 0 never waits.  On success fills held (in CurrentMemoryContext) and
+ * returns true; on timeout returns false and leaves nothing in ZooKeeper.
+ */
+bool
+lock_recipe_acquire(zhandle_t *zh, const char *parent, int timeout_ms,
+					HeldNode *held)
+{
+	Attempt    *a = palloc0(sizeof(Attempt));
+	bool		granted;
+
+	a->zh = zh;
+	a->parent = parent;
+	a->timeout_ms = timeout_ms;
+	if (timeout_ms > 0)
+		a->deadline = bridge_now_ms() + timeout_ms;
+	zk_session_new_tag(a->tag);
+	a->prefix = psprintf("%s/_c_%s-lock-", parent, a->tag);
+	a->data = node_data();
+
+	PG_TRY();
+	{
+		granted = run_attempt(a);
+	}
+	PG_CATCH();
+	{
+		disarm_lock_timeout(a);
+		give_up(a);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	disarm_lock_timeout(a);
+
+	if (!granted)
+	{
+		give_up(a);
+		return false;
+	}
+	/* The watch fired or was never set; nothing is in flight. */
+	drop_request(&a->children);
+	held->path = a->node;
+	held->token = a->czxid;
+	return true;
+}
+
+/* Delete a node we hold.  Does not wait: see bridge_delete_node. */
+void
+lock_recipe_release(zhandle_t *zh, const char *node)
+{
+	bridge_delete_node(zh, node);
+}

@@ -1,0 +1,325 @@
+/*
+ * lock_table.c
+ *	  The backend's table of the locks it holds, with their hold counts.
+ *
+ * One znode per lock name, however often and in whichever scopes the backend
+ * holds it.  Holds are counted like pg_advisory_lock's: session holds stack
+ * and are released one by one, transaction holds go at transaction end.
+ *
+ * Unlike pg_advisory_lock, a session hold taken in a (sub)transaction that
+ * aborts is undone.  Each entry keeps a stack of the holds taken in still
+ * open (sub)transactions, innermost last; subtransaction commit folds a level
+ * into its parent, abort pops it, top-level commit forgets the stack.  Only
+ * entries with a non-empty stack are on touched_locks, so transaction end
+ * costs what the transaction touched, not what the backend holds.
+ */
+#include "postgres.h"
+
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "lock_recipe.h"
+#include "lock_table.h"
+#include "zk_session.h"
+
+static HTAB *lock_table = NULL;
+static dlist_head touched_locks = DLIST_STATIC_INIT(touched_locks);
+
+static HTAB *
+get_table(void)
+{
+	if (lock_table == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = ZKLOCK_NAME_MAX + 1;
+		ctl.entrysize = sizeof(LockEntry);
+		ctl.hcxt = TopMemoryContext;
+		lock_table = hash_create("zklock held locks", 64, &ctl,
+								 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	return lock_table;
+}
+
+LockEntry *
+lock_table_find(const char *name)
+{
+	return (LockEntry *) hash_search(get_table(), name, HASH_FIND, NULL);
+}
+
+int
+lock_table_count(void)
+{
+	return lock_table ? (int) hash_get_num_entries(lock_table) : 0;
+}
+
+/* Remove an entry; delete its node if its session is still ours. */
+static void
+drop_entry(LockEntry *entry, bool delete_node)
+{
+	zhandle_t  *zh = zk_session_handle(entry->generation);
+
+	if (delete_node && zh != NULL)
+		lock_recipe_release(zh, entry->node);
+	if (entry->npending > 0)
+		dlist_delete(&entry->touched);
+	pfree(entry->node);
+	pfree(entry->pending);
+	hash_search(lock_table, entry->name, HASH_REMOVE, NULL);
+}
+
+static void
+drop_if_unheld(LockEntry *entry)
+{
+	if (entry->session_count == 0 && entry->xact_count == 0)
+		drop_entry(entry, true);
+}
+
+/* Make room for one more pending level, before anything is changed. */
+static void
+reserve_pending(LockEntry *entry)
+{
+	if (entry->npending == entry->maxpending)
+	{
+		int			newmax = entry->maxpending * 2;
+
+		entry->pending = repalloc(entry->pending, newmax * sizeof(PendingHolds));
+		entry->maxpending = newmax;
+	}
+}
+
+void
+lock_table_add_hold(LockEntry *entry, LockScope scope)
+{
+	SubTransactionId subid = GetCurrentSubTransactionId();
+	PendingHolds *top;
+
+	reserve_pending(entry);
+	if (entry->npending == 0)
+		dlist_push_tail(&touched_locks, &entry->touched);
+	if (entry->npending == 0 || entry->pending[entry->npending - 1].subid != subid)
+	{
+		top = &entry->pending[entry->npending++];
+		top->subid = subid;
+		top->session = 0;
+		top->xact = 0;
+	}
+	top = &entry->pending[entry->npending - 1];
+	if (scope == LOCK_SCOPE_SESSION)
+	{
+		entry->session_count++;
+		top->session++;
+	}
+	else
+	{
+		entry->xact_count++;
+		top->xact++;
+	}
+}
+
+/*
+ * Enter a newly acquired lock with its first hold.  Everything that can fail
+ * happens before the table changes, so on ERROR the caller only has to delete
+ * the node.
+ */
+LockEntry *
+lock_table_insert(const char *name, const char *node, int64 token,
+				  uint64 generation, LockScope scope)
+{
+	char	   *node_copy = MemoryContextStrdup(TopMemoryContext, node);
+	PendingHolds *pending = MemoryContextAlloc(TopMemoryContext,
+											   2 * sizeof(PendingHolds));
+	LockEntry  *entry;
+	bool		found;
+
+	entry = (LockEntry *) hash_search(get_table(), name, HASH_ENTER, &found);
+	Assert(!found);
+	entry->node = node_copy;
+	entry->token = token;
+	entry->acquired_at = GetCurrentTimestamp();
+	entry->generation = generation;
+	entry->session_count = 0;
+	entry->xact_count = 0;
+	entry->npending = 0;
+	entry->maxpending = 2;
+	entry->pending = pending;
+	lock_table_add_hold(entry, scope);
+	return entry;
+}
+
+/* Remove the empty level i from the pending stack. */
+static void
+remove_pending_level(LockEntry *entry, int i)
+{
+	memmove(&entry->pending[i], &entry->pending[i + 1],
+			(entry->npending - i - 1) * sizeof(PendingHolds));
+	if (--entry->npending == 0)
+		dlist_delete(&entry->touched);
+}
+
+/* Give up one session hold.  False if there is none. */
+bool
+lock_table_release_session(LockEntry *entry)
+{
+	if (entry->session_count == 0)
+		return false;
+	entry->session_count--;
+
+	/* The most recent uncommitted session hold is the one released. */
+	for (int i = entry->npending - 1; i >= 0; i--)
+	{
+		PendingHolds *level = &entry->pending[i];
+
+		if (level->session > 0)
+		{
+			level->session--;
+			if (level->session == 0 && level->xact == 0)
+				remove_pending_level(entry, i);
+			break;
+		}
+	}
+	drop_if_unheld(entry);
+	return true;
+}
+
+/* Give up every session hold; returns how many locks had one. */
+int
+lock_table_release_all_session(void)
+{
+	HASH_SEQ_STATUS status;
+	LockEntry  *entry;
+	int			released = 0;
+
+	hash_seq_init(&status, get_table());
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		if (entry->session_count == 0)
+			continue;
+		released++;
+		entry->session_count = 0;
+		for (int i = entry->npending - 1; i >= 0; i--)
+		{
+			entry->pending[i].session = 0;
+			if (entry->pending[i].xact == 0)
+				remove_pending_level(entry, i);
+		}
+		/* Deleting the entry just returned is allowed during a scan. */
+		drop_if_unheld(entry);
+	}
+	return released;
+}
+
+/*
+ * Forget, with a WARNING each, the locks whose ZooKeeper session is gone.
+ * live_generation is the session still usable, 0 if none is.
+ */
+void
+lock_table_forget_lost(uint64 live_generation)
+{
+	HASH_SEQ_STATUS status;
+	LockEntry  *entry;
+
+	if (lock_table == NULL)
+		return;
+	hash_seq_init(&status, lock_table);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		if (entry->generation == live_generation)
+			continue;
+		ereport(WARNING,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("zklock lock \"%s\" was lost", entry->name),
+				 errdetail("Its ZooKeeper session expired or was disconnected for longer than the session timeout, so other sessions may have held it since."),
+				 errhint("Use fencing tokens (zk_lock_token) to make stale holders harmless.")));
+		drop_entry(entry, false);
+	}
+}
+
+void
+lock_table_subxact_commit(SubTransactionId mine, SubTransactionId parent)
+{
+	dlist_iter	iter;
+
+	dlist_foreach(iter, &touched_locks)
+	{
+		LockEntry  *entry = dlist_container(LockEntry, touched, iter.cur);
+		PendingHolds *top = &entry->pending[entry->npending - 1];
+
+		if (top->subid != mine)
+			continue;
+		if (entry->npending >= 2 && top[-1].subid == parent)
+		{
+			top[-1].session += top->session;
+			top[-1].xact += top->xact;
+			entry->npending--;
+		}
+		else
+			top->subid = parent;
+	}
+}
+
+void
+lock_table_subxact_abort(SubTransactionId mine)
+{
+	dlist_mutable_iter iter;
+
+	dlist_foreach_modify(iter, &touched_locks)
+	{
+		LockEntry  *entry = dlist_container(LockEntry, touched, iter.cur);
+
+		while (entry->npending > 0 &&
+			   entry->pending[entry->npending - 1].subid >= mine)
+		{
+			PendingHolds *top = &entry->pending[entry->npending - 1];
+
+			entry->session_count -= top->session;
+			entry->xact_count -= top->xact;
+			remove_pending_level(entry, entry->npending - 1);
+		}
+		drop_if_unheld(entry);
+	}
+}
+
+/*
+ * Top-level commit or abort: transaction holds end either way; uncommitted
+ * session holds become permanent on commit and are undone on abort.  Runs in
+ * transaction callbacks, so it never waits and never raises: node deletions
+ * are sent and not waited for.
+ */
+void
+lock_table_xact_end(bool commit)
+{
+	dlist_mutable_iter iter;
+
+	dlist_foreach_modify(iter, &touched_locks)
+	{
+		LockEntry  *entry = dlist_container(LockEntry, touched, iter.cur);
+
+		if (!commit)
+			for (int i = 0; i < entry->npending; i++)
+				entry->session_count -= entry->pending[i].session;
+		entry->xact_count = 0;
+		entry->npending = 0;
+		dlist_delete(&entry->touched);
+		drop_if_unheld(entry);
+	}
+}
+
+bool
+lock_table_xact_touched(void)
+{
+	return !dlist_is_empty(&touched_locks);
+}
+
+void
+lock_table_visit(LockTableVisitor visit, void *arg)
+{
+	HASH_SEQ_STATUS status;
+	LockEntry  *entry;
+
+	if (lock_table == NULL)
+		return;
+	hash_seq_init(&status, lock_table);
+	while ((entry = hash_seq_search(&status)) != NULL)
+		visit(entry, arg);
+}

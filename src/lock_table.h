@@ -1,0 +1,62 @@
+/*
+ * lock_table.h
+ *	  The backend's table of the locks it holds.
+ */
+#ifndef ZKLOCK_LOCK_TABLE_H
+#define ZKLOCK_LOCK_TABLE_H
+
+#include "access/xact.h"
+#include "lib/ilist.h"
+#include "utils/timestamp.h"
+
+#include "lock_name.h"
+
+typedef enum LockScope
+{
+	LOCK_SCOPE_SESSION,
+	LOCK_SCOPE_XACT
+} LockScope;
+
+/* Holds taken in one (sub)transaction that are not yet committed. */
+typedef struct PendingHolds
+{
+	SubTransactionId subid;
+	int32		session;
+	int32		xact;
+} PendingHolds;
+
+typedef struct LockEntry
+{
+	char		name[ZKLOCK_NAME_MAX + 1];	/* hash key */
+	char	   *node;			/* our znode (TopMemoryContext) */
+	int64		token;			/* its czxid: the fencing token */
+	TimestampTz acquired_at;
+	uint64		generation;		/* ZooKeeper session that owns node */
+	int32		session_count;	/* session holds, committed or not */
+	int32		xact_count;		/* transaction holds */
+	int			npending;		/* stack of uncommitted holds, innermost last */
+	int			maxpending;
+	PendingHolds *pending;
+	dlist_node	touched;		/* in touched_locks while npending > 0 */
+} LockEntry;
+
+extern LockEntry *lock_table_find(const char *name);
+extern LockEntry *lock_table_insert(const char *name, const char *node,
+									int64 token, uint64 generation,
+									LockScope scope);
+extern void lock_table_add_hold(LockEntry *entry, LockScope scope);
+extern bool lock_table_release_session(LockEntry *entry);
+extern int	lock_table_release_all_session(void);
+extern int	lock_table_count(void);
+extern void lock_table_forget_lost(uint64 live_generation);
+
+extern void lock_table_subxact_commit(SubTransactionId mine,
+									  SubTransactionId parent);
+extern void lock_table_subxact_abort(SubTransactionId mine);
+extern void lock_table_xact_end(bool commit);
+extern bool lock_table_xact_touched(void);
+
+typedef void (*LockTableVisitor) (LockEntry *entry, void *arg);
+extern void lock_table_visit(LockTableVisitor visit, void *arg);
+
+#endif							/* ZKLOCK_LOCK_TABLE_H */

@@ -1,0 +1,214 @@
+/*
+ * sql_functions.c
+ *	  The SQL-callable functions of zklock.
+ *
+ * Argument checking, reentrancy and the zk_locks listing live here; waiting
+ * in ZooKeeper is lock_recipe.c's job, counting holds lock_table.c's.
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/tuplestore.h"
+
+#include "lock_name.h"
+#include "lock_recipe.h"
+#include "lock_table.h"
+#include "zk_session.h"
+
+PG_FUNCTION_INFO_V1(zk_lock_acquire);
+PG_FUNCTION_INFO_V1(zk_lock_try_acquire);
+PG_FUNCTION_INFO_V1(zk_lock_xact_acquire);
+PG_FUNCTION_INFO_V1(zk_lock_xact_try_acquire);
+PG_FUNCTION_INFO_V1(zk_lock_release);
+PG_FUNCTION_INFO_V1(zk_lock_release_all);
+PG_FUNCTION_INFO_V1(zk_lock_token);
+PG_FUNCTION_INFO_V1(zk_locks);
+
+/* The lock name argument, checked. */
+static char *
+name_arg(FunctionCallInfo fcinfo, int argno)
+{
+	char	   *name;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lock name must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	zklock_check_name(name);
+	return name;
+}
+
+/* The timeout_ms argument: NULL waits without limit (-1). */
+static int
+timeout_arg(FunctionCallInfo fcinfo, int argno)
+{
+	int32		timeout_ms;
+
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return -1;
+	timeout_ms = PG_GETARG_INT32(argno);
+	if (timeout_ms < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("timeout_ms must not be negative"),
+				 errhint("Pass NULL to wait without a limit, 0 not to wait.")));
+	return timeout_ms;
+}
+
+/* Every call first writes off the locks of a session that is gone. */
+static void
+forget_lost_locks(void)
+{
+	ZkSessionStatus status = zk_session_status();
+
+	lock_table_forget_lost(status == ZK_SESSION_LOST ? 0 : zk_session_generation());
+}
+
+static bool
+acquire(const char *name, LockScope scope, int timeout_ms)
+{
+	LockEntry  *entry;
+	zhandle_t  *zh;
+	uint64		generation;
+	char	   *parent;
+	HeldNode	held;
+
+	forget_lost_locks();
+	entry = lock_table_find(name);
+	if (entry != NULL)
+	{
+		lock_table_add_hold(entry, scope);
+		return true;
+	}
+
+	zh = zk_session_require(lock_table_count() > 0);
+	generation = zk_session_generation();
+	parent = zklock_parent_path(name);
+	if (!lock_recipe_acquire(zh, parent, timeout_ms, &held))
+		return false;
+
+	PG_TRY();
+	{
+		lock_table_insert(name, held.path, held.token, generation, scope);
+	}
+	PG_CATCH();
+	{
+		lock_recipe_release(zh, held.path);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return true;
+}
+
+Datum
+zk_lock_acquire(PG_FUNCTION_ARGS)
+{
+	char	   *name = name_arg(fcinfo, 0);
+
+	PG_RETURN_BOOL(acquire(name, LOCK_SCOPE_SESSION, timeout_arg(fcinfo, 1)));
+}
+
+Datum
+zk_lock_try_acquire(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire(name_arg(fcinfo, 0), LOCK_SCOPE_SESSION, 0));
+}
+
+Datum
+zk_lock_xact_acquire(PG_FUNCTION_ARGS)
+{
+	char	   *name = name_arg(fcinfo, 0);
+
+	PG_RETURN_BOOL(acquire(name, LOCK_SCOPE_XACT, timeout_arg(fcinfo, 1)));
+}
+
+Datum
+zk_lock_xact_try_acquire(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire(name_arg(fcinfo, 0), LOCK_SCOPE_XACT, 0));
+}
+
+Datum
+zk_lock_release(PG_FUNCTION_ARGS)
+{
+	char	   *name = name_arg(fcinfo, 0);
+	LockEntry  *entry;
+
+	forget_lost_locks();
+	entry = lock_table_find(name);
+	if (entry == NULL || !lock_table_release_session(entry))
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("zklock session lock \"%s\" is not held by this session", name),
+				 entry != NULL ? errhint("Transaction locks are released when the transaction ends.") : 0));
+		PG_RETURN_BOOL(false);
+	}
+	PG_RETURN_BOOL(true);
+}
+
+Datum
+zk_lock_release_all(PG_FUNCTION_ARGS)
+{
+	forget_lost_locks();
+	PG_RETURN_INT32(lock_table_release_all_session());
+}
+
+Datum
+zk_lock_token(PG_FUNCTION_ARGS)
+{
+	char	   *name = name_arg(fcinfo, 0);
+	LockEntry  *entry;
+
+	forget_lost_locks();
+	entry = lock_table_find(name);
+	if (entry == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(entry->token);
+}
+
+/* ---- zk_locks ---- */
+
+#define ZK_LOCKS_COLS 7
+
+static void
+emit_row(Tuplestorestate *store, TupleDesc desc, LockEntry *entry,
+		 const char *scope, int32 count)
+{
+	Datum		values[ZK_LOCKS_COLS];
+	bool		nulls[ZK_LOCKS_COLS] = {0};
+
+	values[0] = CStringGetTextDatum(entry->name);
+	values[1] = CStringGetTextDatum(scope);
+	values[2] = Int32GetDatum(count);
+	values[3] = CStringGetTextDatum(entry->node);
+	values[4] = Int64GetDatum(entry->token);
+	values[5] = TimestampTzGetDatum(entry->acquired_at);
+	values[6] = CStringGetTextDatum("held");
+	tuplestore_putvalues(store, desc, values, nulls);
+}
+
+static void
+emit_entry(LockEntry *entry, void *arg)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) arg;
+
+	if (entry->session_count > 0)
+		emit_row(rsinfo->setResult, rsinfo->setDesc, entry, "session",
+				 entry->session_count);
+	if (entry->xact_count > 0)
+		emit_row(rsinfo->setResult, rsinfo->setDesc, entry, "transaction",
+				 entry->xact_count);
+}
+
+Datum
+zk_locks(PG_FUNCTION_ARGS)
+{
+	forget_lost_locks();
+	InitMaterializedSRF(fcinfo, 0);
+	lock_table_visit(emit_entry, fcinfo->resultinfo);
+	return (Datum) 0;
+}

@@ -1,0 +1,65 @@
+/*
+ * xact_hooks.c
+ *	  Transaction and subtransaction callbacks: transaction locks end with
+ *	  the transaction, and acquisitions made in an aborted (sub)transaction
+ *	  are undone.
+ *
+ * Subtransaction callbacks are enough to follow savepoints; locks are not
+ * tied to resource owners because a session lock must outlive the portal
+ * that took it.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+
+#include "lock_table.h"
+#include "xact_hooks.h"
+
+static void
+xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_PREPARE:
+			if (lock_table_xact_touched())
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that acquired zklock locks"),
+						 errdetail("ZooKeeper locks belong to the backend's session, which a prepared transaction outlives.")));
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			lock_table_xact_end(true);
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			lock_table_xact_end(false);
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+				 SubTransactionId parentSubid, void *arg)
+{
+	switch (event)
+	{
+		case SUBXACT_EVENT_COMMIT_SUB:
+			lock_table_subxact_commit(mySubid, parentSubid);
+			break;
+		case SUBXACT_EVENT_ABORT_SUB:
+			lock_table_subxact_abort(mySubid);
+			break;
+		default:
+			break;
+	}
+}
+
+void
+zklock_register_xact_hooks(void)
+{
+	RegisterXactCallback(xact_callback, NULL);
+	RegisterSubXactCallback(subxact_callback, NULL);
+}

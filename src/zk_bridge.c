@@ -1,0 +1,715 @@
+/*
+ * zk_bridge.c
+ *	  The only place where the ZooKeeper client's threads and the backend meet.
+ *
+ * libzookeeper_mt runs completions and watchers on its own threads.  Those
+ * must never call into PostgreSQL (no palloc, elog, SetLatch), so everything
+ * they produce is copied into malloc'ed memory under bridge_mutex and the
+ * backend is woken through an eventfd, which it waits on together with its
+ * latch and postmaster death.
+ *
+ * A request the backend gives up on (an ERROR during a wait, a timeout) is
+ * finished by whichever thread sees its reply: a node it created is deleted,
+ * a watch it set is removed.  A create whose reply was lost may still have
+ * happened, so it is looked for by the attempt tag in its name.  Nothing a
+ * backend abandons can be left behind in ZooKeeper while its session lives,
+ * even if the backend never calls zklock again.
+ */
+#include "postgres.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/wait_event.h"
+
+#include "zk_bridge.h"
+
+/* Messages queued by client threads for the backend to log. */
+#define BRIDGE_MAX_MESSAGES 64
+
+typedef struct BridgeMessage
+{
+	int			elevel;
+	char	   *text;
+} BridgeMessage;
+
+static pthread_mutex_t bridge_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+/* All of these are protected by bridge_mutex. */
+static ZkSessionSnapshot session_state;
+static uint64_t watch_events;
+static BridgeMessage messages[BRIDGE_MAX_MESSAGES];
+static int	nmessages;
+static uint64_t dropped_messages;
+
+/* Backend-only. */
+static int	wake_fd = -1;
+static WaitEventSet *wait_set = NULL;
+
+/* A fire-and-forget cleanup running on the client threads. */
+typedef struct JanitorTask
+{
+	zhandle_t  *zh;
+	char	   *path;			/* node to delete, or parent to search */
+	char	   *tag;			/* when searching: the attempt tag */
+} JanitorTask;
+
+static void janitor_delete(zhandle_t *zh, const char *path);
+static void janitor_delete_tagged(zhandle_t *zh, const char *parent,
+								  const char *tag);
+
+int64_t
+bridge_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Any thread: make the backend's wait return. */
+static void
+wake_backend(void)
+{
+	uint64_t	one = 1;
+	ssize_t		rc;
+
+	do
+		rc = write(wake_fd, &one, sizeof(one));
+	while (rc < 0 && errno == EINTR);
+	/* EAGAIN means the counter is saturated: the backend is awake anyway. */
+}
+
+/* Any thread: queue a line for the backend to report. */
+static void
+queue_message(int elevel, const char *text)
+{
+	char	   *copy = strdup(text);
+
+	pthread_mutex_lock(&bridge_mutex);
+	if (copy == NULL || nmessages == BRIDGE_MAX_MESSAGES)
+	{
+		dropped_messages++;
+		free(copy);
+	}
+	else
+	{
+		messages[nmessages].elevel = elevel;
+		messages[nmessages].text = copy;
+		nmessages++;
+	}
+	pthread_mutex_unlock(&bridge_mutex);
+}
+
+void
+bridge_log_callback(const char *message)
+{
+	queue_message(LOG, message);
+}
+
+/* Backend: report what client threads queued. */
+void
+bridge_emit_messages(void)
+{
+	BridgeMessage local[BRIDGE_MAX_MESSAGES];
+	int			n;
+	uint64_t	dropped;
+
+	pthread_mutex_lock(&bridge_mutex);
+	n = nmessages;
+	memcpy(local, messages, n * sizeof(BridgeMessage));
+	nmessages = 0;
+	dropped = dropped_messages;
+	dropped_messages = 0;
+	pthread_mutex_unlock(&bridge_mutex);
+
+	for (int i = 0; i < n; i++)
+	{
+		char	   *text = pstrdup(local[i].text);
+		size_t		len = strlen(text);
+
+		free(local[i].text);
+		while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+			text[--len] = '\0';
+		ereport(local[i].elevel,
+				(errmsg_internal("zklock: %s", text)));
+	}
+	if (dropped > 0)
+		ereport(LOG,
+				(errmsg_internal("zklock: %llu ZooKeeper client messages were dropped",
+								 (unsigned long long) dropped)));
+}
+
+void
+bridge_init(void)
+{
+	MemoryContext old;
+
+	if (wait_set != NULL)
+		return;
+
+	wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (wake_fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("zklock: could not create eventfd: %m")));
+
+	old = MemoryContextSwitchTo(TopMemoryContext);
+#if PG_VERSION_NUM >= 170000
+	wait_set = CreateWaitEventSet(NULL, 3);
+#else
+	wait_set = CreateWaitEventSet(TopMemoryContext, 3);
+#endif
+	AddWaitEventToSet(wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(wait_set, WL_SOCKET_READABLE, wake_fd, NULL, NULL);
+	AddWaitEventToSet(wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Backend: sleep until a client thread reports something, the latch is set,
+ * or timeout_ms (-1: no limit) passes; then serve interrupts, so cancel,
+ * statement_timeout, lock_timeout and termination all end a wait here.
+ * Callers re-check their condition in a loop; the eventfd is drained only
+ * after waking, so an event that lands between a check and the next wait
+ * makes that wait return at once.
+ */
+void
+bridge_wait(long timeout_ms)
+{
+	WaitEvent	event;
+	uint64_t	count;
+
+	if (WaitEventSetWait(wait_set, timeout_ms, &event, 1, PG_WAIT_EXTENSION) > 0 &&
+		(event.events & WL_LATCH_SET))
+		ResetLatch(MyLatch);
+
+	while (read(wake_fd, &count, sizeof(count)) > 0)
+		;
+
+	CHECK_FOR_INTERRUPTS();
+	bridge_emit_messages();
+}
+
+/* ---- requests ---- */
+
+static ZkRequest *
+request_new(ZkRequestKind kind, zhandle_t *zh, const char *path, const char *tag)
+{
+	ZkRequest  *req = calloc(1, sizeof(ZkRequest));
+
+	if (req != NULL)
+	{
+		req->path = strdup(path);
+		req->tag = tag ? strdup(tag) : NULL;
+		if (req->path == NULL || (tag && req->tag == NULL))
+		{
+			free(req->path);
+			free(req->tag);
+			free(req);
+			req = NULL;
+		}
+	}
+	if (req == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	req->kind = kind;
+	req->zh = zh;
+	return req;
+}
+
+static void
+request_destroy(ZkRequest *req)
+{
+	free(req->path);
+	free(req->tag);
+	free(req->created);
+	free(req->children);
+	free(req);
+}
+
+/* Any thread: what a request that nobody waits for any more leaves to do. */
+static void
+finish_abandoned(ZkRequest *req)
+{
+	switch (req->kind)
+	{
+		case ZKREQ_CREATE:
+			/* Only a tagged create made a node that is ours alone. */
+			if (req->tag == NULL)
+				break;
+			if (req->rc == ZOK)
+				janitor_delete(req->zh, req->created);
+			else if (req->rc == ZCONNECTIONLOSS || req->rc == ZOPERATIONTIMEOUT)
+			{
+				/* The create may have happened: find it by its tag. */
+				char	   *slash = strrchr(req->path, '/');
+
+				*slash = '\0';
+				janitor_delete_tagged(req->zh, req->path, req->tag);
+			}
+			break;
+		case ZKREQ_WATCH:
+			if (req->rc == ZOK)
+				bridge_remove_watch(req->zh, req->path);
+			break;
+		case ZKREQ_CHILDREN:
+		case ZKREQ_STAT:
+		case ZKREQ_SYNC:
+			break;
+	}
+	request_destroy(req);
+}
+
+/* Client thread: publish a reply, or finish the request if abandoned. */
+static void
+complete(ZkRequest *req, int rc)
+{
+	bool		abandoned;
+
+	req->rc = rc;
+	pthread_mutex_lock(&bridge_mutex);
+	abandoned = req->abandoned;
+	req->done = true;
+	pthread_mutex_unlock(&bridge_mutex);
+
+	if (abandoned)
+		finish_abandoned(req);
+	else
+		wake_backend();
+}
+
+static void
+create_completion(int rc, const char *value, const struct Stat *stat,
+				  const void *data)
+{
+	ZkRequest  *req = (ZkRequest *) data;
+
+	if (rc == ZOK)
+	{
+		req->created = strdup(value);
+		req->czxid = stat->czxid;
+		if (req->created == NULL)
+		{
+			/* We cannot hand the node over; do not leave it behind either. */
+			janitor_delete(req->zh, value);
+			rc = ZSYSTEMERROR;
+		}
+	}
+	complete(req, rc);
+}
+
+static void
+children_completion(int rc, const struct String_vector *strings, const void *data)
+{
+	ZkRequest  *req = (ZkRequest *) data;
+
+	if (rc == ZOK)
+	{
+		size_t		size = 0;
+		char	   *p;
+
+		for (int i = 0; i < strings->count; i++)
+			size += sizeof(char *) + strlen(strings->data[i]) + 1;
+		req->children = malloc(size > 0 ? size : 1);
+		if (req->children == NULL)
+			rc = ZSYSTEMERROR;
+		else
+		{
+			p = (char *) (req->children + strings->count);
+			for (int i = 0; i < strings->count; i++)
+			{
+				size_t		len = strlen(strings->data[i]) + 1;
+
+				req->children[i] = p;
+				memcpy(p, strings->data[i], len);
+				p += len;
+			}
+			req->nchildren = strings->count;
+		}
+	}
+	complete(req, rc);
+}
+
+static void
+watch_completion(int rc, const char *value, int value_len,
+				 const struct Stat *stat, const void *data)
+{
+	complete((ZkRequest *) data, rc);
+}
+
+static void
+stat_completion(int rc, const struct Stat *stat, const void *data)
+{
+	ZkRequest  *req = (ZkRequest *) data;
+
+	if (rc == ZOK)
+		req->czxid = stat->czxid;
+	complete(req, rc);
+}
+
+static void
+sync_completion(int rc, const char *value, const void *data)
+{
+	complete((ZkRequest *) data, rc);
+}
+
+/*
+ * Client thread: the watch on a predecessor fired.  Session events reach
+ * every watcher too; those are the session watcher's business.
+ */
+static void
+predecessor_watcher(zhandle_t *zh, int type, int state, const char *path,
+					void *ctx)
+{
+	if (type == ZOO_SESSION_EVENT)
+		return;
+	pthread_mutex_lock(&bridge_mutex);
+	watch_events++;
+	pthread_mutex_unlock(&bridge_mutex);
+	wake_backend();
+}
+
+/* Backend: a request that failed to be queued completes at once. */
+static ZkRequest *
+issued(ZkRequest *req, int rc)
+{
+	if (rc != ZOK)
+	{
+		req->rc = rc;
+		req->done = true;
+	}
+	return req;
+}
+
+ZkRequest *
+bridge_create(zhandle_t *zh, const char *path, const char *data, int datalen,
+			  const struct ACL_vector *acl, int mode, const char *tag)
+{
+	ZkRequest  *req = request_new(ZKREQ_CREATE, zh, path, tag);
+
+	return issued(req, zoo_acreate2(zh, path, data, datalen, acl, mode,
+									create_completion, req));
+}
+
+ZkRequest *
+bridge_get_children(zhandle_t *zh, const char *path)
+{
+	ZkRequest  *req = request_new(ZKREQ_CHILDREN, zh, path, NULL);
+
+	return issued(req, zoo_aget_children(zh, path, 0, children_completion, req));
+}
+
+/* A get-data watch: unlike an exists watch it is not left armed if the node is gone. */
+ZkRequest *
+bridge_watch(zhandle_t *zh, const char *path)
+{
+	ZkRequest  *req = request_new(ZKREQ_WATCH, zh, path, NULL);
+
+	return issued(req, zoo_awget(zh, path, predecessor_watcher, NULL,
+								 watch_completion, req));
+}
+
+ZkRequest *
+bridge_stat(zhandle_t *zh, const char *path)
+{
+	ZkRequest  *req = request_new(ZKREQ_STAT, zh, path, NULL);
+
+	return issued(req, zoo_aexists(zh, path, 0, stat_completion, req));
+}
+
+ZkRequest *
+bridge_sync(zhandle_t *zh, const char *path)
+{
+	ZkRequest  *req = request_new(ZKREQ_SYNC, zh, path, NULL);
+
+	return issued(req, zoo_async(zh, path, sync_completion, req));
+}
+
+bool
+bridge_done(ZkRequest *req)
+{
+	bool		done;
+
+	pthread_mutex_lock(&bridge_mutex);
+	done = req->done;
+	pthread_mutex_unlock(&bridge_mutex);
+	return done;
+}
+
+/* Backend: the results of a finished request have been used. */
+void
+bridge_free(ZkRequest *req)
+{
+	Assert(bridge_done(req));
+	request_destroy(req);
+}
+
+/* Backend: nobody will read this request's results; undo what it did. */
+void
+bridge_abandon(ZkRequest *req)
+{
+	bool		done;
+
+	pthread_mutex_lock(&bridge_mutex);
+	done = req->done;
+	if (!done)
+		req->abandoned = true;
+	pthread_mutex_unlock(&bridge_mutex);
+
+	if (done)
+		finish_abandoned(req);
+}
+
+uint64_t
+bridge_watch_events(void)
+{
+	uint64_t	n;
+
+	pthread_mutex_lock(&bridge_mutex);
+	n = watch_events;
+	pthread_mutex_unlock(&bridge_mutex);
+	return n;
+}
+
+/* ---- janitor: cleanups that outlive the backend's interest ---- */
+
+static JanitorTask *
+janitor_task(zhandle_t *zh, const char *path, const char *tag)
+{
+	JanitorTask *task = calloc(1, sizeof(JanitorTask));
+
+	if (task == NULL || (task->path = strdup(path)) == NULL ||
+		(tag != NULL && (task->tag = strdup(tag)) == NULL))
+	{
+		if (task)
+			free(task->path);
+		free(task);
+		queue_message(WARNING, "out of memory while scheduling a znode cleanup; the node goes with the session");
+		return NULL;
+	}
+	task->zh = zh;
+	return task;
+}
+
+static void
+janitor_free(JanitorTask *task)
+{
+	free(task->path);
+	free(task->tag);
+	free(task);
+}
+
+/* A reply that says the request may not have reached the server. */
+static bool
+retryable(int rc)
+{
+	return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT;
+}
+
+/* A reply after which there is nothing left to clean up or to report. */
+static bool
+nothing_left(int rc)
+{
+	return rc == ZOK || rc == ZNONODE || rc == ZSESSIONEXPIRED ||
+		rc == ZCLOSING || rc == ZINVALIDSTATE;
+}
+
+static void janitor_delete_issue(JanitorTask *task);
+static void janitor_children_issue(JanitorTask *task);
+
+static void
+janitor_report(JanitorTask *task, const char *what, int rc)
+{
+	char		text[1024];
+
+	snprintf(text, sizeof(text), "could not %s znode \"%s\": %s; it goes when this backend's ZooKeeper session ends",
+			 what, task->path, zerror(rc));
+	queue_message(WARNING, text);
+}
+
+static void
+janitor_delete_done(int rc, const void *data)
+{
+	JanitorTask *task = (JanitorTask *) data;
+
+	/* Requests made while disconnected wait for the reconnect: no spinning. */
+	if (retryable(rc))
+		janitor_delete_issue(task);
+	else
+	{
+		if (!nothing_left(rc))
+			janitor_report(task, "delete", rc);
+		janitor_free(task);
+	}
+}
+
+static void
+janitor_delete_issue(JanitorTask *task)
+{
+	int			rc = zoo_adelete(task->zh, task->path, -1, janitor_delete_done, task);
+
+	if (rc != ZOK)
+	{
+		if (!nothing_left(rc))
+			janitor_report(task, "delete", rc);
+		janitor_free(task);
+	}
+}
+
+static void
+janitor_delete(zhandle_t *zh, const char *path)
+{
+	JanitorTask *task = janitor_task(zh, path, NULL);
+
+	if (task)
+		janitor_delete_issue(task);
+}
+
+static void
+janitor_children_done(int rc, const struct String_vector *strings, const void *data)
+{
+	JanitorTask *task = (JanitorTask *) data;
+
+	if (retryable(rc))
+	{
+		janitor_children_issue(task);
+		return;
+	}
+	if (rc == ZOK)
+	{
+		for (int i = 0; i < strings->count; i++)
+		{
+			size_t		size;
+			char	   *child;
+
+			if (strstr(strings->data[i], task->tag) == NULL)
+				continue;
+			size = strlen(task->path) + strlen(strings->data[i]) + 2;
+			child = malloc(size);
+			if (child == NULL)
+			{
+				janitor_report(task, "clean up a child of", ZSYSTEMERROR);
+				continue;
+			}
+			snprintf(child, size, "%s/%s", task->path, strings->data[i]);
+			janitor_delete(task->zh, child);
+			free(child);
+		}
+	}
+	else if (!nothing_left(rc))
+		janitor_report(task, "list children of", rc);
+	janitor_free(task);
+}
+
+static void
+janitor_children_issue(JanitorTask *task)
+{
+	int			rc = zoo_aget_children(task->zh, task->path, 0,
+									   janitor_children_done, task);
+
+	if (rc != ZOK)
+	{
+		if (!nothing_left(rc))
+			janitor_report(task, "list children of", rc);
+		janitor_free(task);
+	}
+}
+
+static void
+janitor_delete_tagged(zhandle_t *zh, const char *parent, const char *tag)
+{
+	JanitorTask *task = janitor_task(zh, parent, tag);
+
+	if (task)
+		janitor_children_issue(task);
+}
+
+/* Any thread: delete a node of ours without waiting; retried across reconnects. */
+void
+bridge_delete_node(zhandle_t *zh, const char *path)
+{
+	janitor_delete(zh, path);
+}
+
+static void
+remove_watch_done(int rc, const void *data)
+{
+	JanitorTask *task = (JanitorTask *) data;
+
+	/*
+	 * The server forgets a connection's watches when it drops; only the
+	 * client's copy, which it would re-register on reconnect, is left.
+	 */
+	if (retryable(rc))
+		zoo_remove_watches(task->zh, task->path, ZWATCHTYPE_DATA,
+						   predecessor_watcher, NULL, 1);
+	janitor_free(task);
+}
+
+/* Any thread: stop watching a predecessor we no longer wait for. */
+void
+bridge_remove_watch(zhandle_t *zh, const char *path)
+{
+	JanitorTask *task = janitor_task(zh, path, NULL);
+
+	if (task && zoo_aremove_watches(zh, path, ZWATCHTYPE_DATA,
+									predecessor_watcher, NULL, 0,
+									(void_completion_t *) remove_watch_done, task) != ZOK)
+		janitor_free(task);		/* ZNOWATCHER: it fired already */
+}
+
+/* ---- session events ---- */
+
+void
+bridge_session_watcher(zhandle_t *zh, int type, int state, const char *path,
+					   void *ctx)
+{
+	if (type != ZOO_SESSION_EVENT)
+		return;
+
+	pthread_mutex_lock(&bridge_mutex);
+	if (state != session_state.zk_state)
+		session_state.changed_at_ms = bridge_now_ms();
+	session_state.zk_state = state;
+	session_state.events++;
+	if (state == ZOO_CONNECTED_STATE)
+	{
+		const clientid_t *id = zoo_client_id(zh);
+		const char *server = zoo_get_current_server(zh);
+
+		session_state.session_id = id ? id->client_id : 0;
+		session_state.timeout_ms = zoo_recv_timeout(zh);
+		snprintf(session_state.server, sizeof(session_state.server), "%s",
+				 server ? server : "");
+	}
+	pthread_mutex_unlock(&bridge_mutex);
+	wake_backend();
+}
+
+/* Backend: forget the previous session before opening a new one. */
+void
+bridge_session_reset(void)
+{
+	pthread_mutex_lock(&bridge_mutex);
+	memset(&session_state, 0, sizeof(session_state));
+	session_state.changed_at_ms = bridge_now_ms();
+	pthread_mutex_unlock(&bridge_mutex);
+}
+
+void
+bridge_session_snapshot(ZkSessionSnapshot *out)
+{
+	pthread_mutex_lock(&bridge_mutex);
+	*out = session_state;
+	pthread_mutex_unlock(&bridge_mutex);
+}

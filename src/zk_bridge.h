@@ -1,0 +1,83 @@
+/*
+ * zk_bridge.h
+ *	  The meeting point of the ZooKeeper client's threads and the backend.
+ */
+#ifndef ZKLOCK_ZK_BRIDGE_H
+#define ZKLOCK_ZK_BRIDGE_H
+
+#include <stdint.h>
+#include <zookeeper/zookeeper.h>
+
+typedef enum ZkRequestKind
+{
+	ZKREQ_CREATE,				/* zoo_acreate2: path of the new node, czxid */
+	ZKREQ_CHILDREN,				/* zoo_aget_children: names */
+	ZKREQ_WATCH,				/* zoo_awget with the predecessor watcher */
+	ZKREQ_STAT,					/* zoo_aexists without a watch: czxid */
+	ZKREQ_SYNC					/* zoo_async: catch the server up with the leader */
+} ZkRequestKind;
+
+/*
+ * One asynchronous request.  malloc'ed, because the client thread may finish
+ * it after the backend has given up on it (see bridge_abandon).  Result fields
+ * are valid once bridge_done() has returned true.
+ */
+typedef struct ZkRequest
+{
+	ZkRequestKind kind;
+	zhandle_t  *zh;
+	char	   *path;			/* the request's path */
+	char	   *tag;			/* CREATE of a lock child: attempt tag in its name */
+	bool		done;
+	bool		abandoned;
+	int			rc;
+	char	   *created;		/* CREATE: full path of the new node */
+	int64_t		czxid;			/* CREATE, STAT: the node's creation zxid */
+	int			nchildren;		/* CHILDREN */
+	char	  **children;
+} ZkRequest;
+
+/* A copy of what the session watcher last saw. */
+typedef struct ZkSessionSnapshot
+{
+	int			zk_state;		/* ZOO_*_STATE of the last session event */
+	int64_t		session_id;
+	int			timeout_ms;		/* negotiated session timeout */
+	char		server[64];		/* server of the current connection */
+	int64_t		changed_at_ms;	/* monotonic ms of the last state change */
+	uint64_t	events;			/* count of session events so far */
+} ZkSessionSnapshot;
+
+extern void bridge_init(void);
+extern int64_t bridge_now_ms(void);
+
+/* Issuing requests (backend). */
+extern ZkRequest *bridge_create(zhandle_t *zh, const char *path,
+								const char *data, int datalen,
+								const struct ACL_vector *acl, int mode,
+								const char *tag);
+extern ZkRequest *bridge_get_children(zhandle_t *zh, const char *path);
+extern ZkRequest *bridge_watch(zhandle_t *zh, const char *path);
+extern ZkRequest *bridge_stat(zhandle_t *zh, const char *path);
+extern ZkRequest *bridge_sync(zhandle_t *zh, const char *path);
+extern bool bridge_done(ZkRequest *req);
+extern void bridge_free(ZkRequest *req);
+extern void bridge_abandon(ZkRequest *req);
+
+/* Fire and forget: finished by the client threads, retried across reconnects. */
+extern void bridge_delete_node(zhandle_t *zh, const char *path);
+extern void bridge_remove_watch(zhandle_t *zh, const char *path);
+
+/* Waiting (backend). */
+extern uint64_t bridge_watch_events(void);
+extern void bridge_wait(long timeout_ms);
+extern void bridge_emit_messages(void);
+
+/* Session events. */
+extern void bridge_session_watcher(zhandle_t *zh, int type, int state,
+								   const char *path, void *ctx);
+extern void bridge_session_reset(void);
+extern void bridge_session_snapshot(ZkSessionSnapshot *out);
+extern void bridge_log_callback(const char *message);
+
+#endif							/* ZKLOCK_ZK_BRIDGE_H */

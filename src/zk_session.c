@@ -1,0 +1,240 @@
+/*
+ * zk_session.c
+ *	  The backend's ZooKeeper session: opened lazily on first use, replaced
+ *	  when it is lost, closed when the backend exits.
+ *
+ * The handle is created in the backend, never in the postmaster or _PG_init:
+ * its threads would not survive fork().  All signals are blocked while the
+ * client starts its threads, which inherit the mask, so SIGINT, SIGTERM,
+ * SIGALRM and SIGUSR1 are always delivered to the backend's own thread.
+ *
+ * Closing the session in before_shmem_exit makes the server delete this
+ * backend's nodes at once on a normal disconnect or pg_terminate_backend.
+ * A backend that dies without running it is released by session expiry.
+ */
+#include "postgres.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include "miscadmin.h"
+#include "port.h"
+#include "storage/ipc.h"
+#include "utils/memutils.h"
+
+#include "guc.h"
+#include "zk_bridge.h"
+#include "zk_session.h"
+
+static zhandle_t *zh = NULL;
+
+/* Settings the open session was made with; a change applies to the next one. */
+static char *session_hosts = NULL;
+static int	session_timeout_requested = 0;
+
+/* Bumped for every session opened; tells which session owns a node. */
+static uint64 generation = 0;
+
+/* Attempt tags: random per session, then a counter. */
+static uint64 tag_session_bits;
+static uint64 tag_counter;
+
+static bool exit_hook_registered = false;
+
+static void
+close_handle(void)
+{
+	zhandle_t  *old = zh;
+
+	if (old == NULL)
+		return;
+	zh = NULL;
+	/* May run pending completions on this thread; the bridge mutex is free. */
+	zookeeper_close(old);
+	bridge_session_reset();
+}
+
+static void
+session_exit_hook(int code, Datum arg)
+{
+	close_handle();
+}
+
+ZkSessionStatus
+zk_session_status(void)
+{
+	ZkSessionSnapshot snap;
+
+	if (zh == NULL)
+		return ZK_SESSION_NONE;
+	bridge_session_snapshot(&snap);
+	if (snap.zk_state == ZOO_CONNECTED_STATE)
+		return ZK_SESSION_CONNECTED;
+	if (snap.zk_state == ZOO_EXPIRED_SESSION_STATE ||
+		snap.zk_state == ZOO_AUTH_FAILED_STATE)
+		return ZK_SESSION_LOST;
+	if (snap.session_id == 0)
+		return ZK_SESSION_CONNECTING;
+
+	/*
+	 * Disconnected.  The server expires the session once it has heard nothing
+	 * for the negotiated timeout; the client noticed the silence no earlier
+	 * than it began, so counting from the disconnect errs on the late side.
+	 */
+	if (bridge_now_ms() - snap.changed_at_ms > snap.timeout_ms)
+		return ZK_SESSION_LOST;
+	return ZK_SESSION_SUSPENDED;
+}
+
+uint64
+zk_session_generation(void)
+{
+	return zh ? generation : 0;
+}
+
+/* The handle of the given session if it is still the open one, else NULL. */
+zhandle_t *
+zk_session_handle(uint64 gen)
+{
+	return (zh != NULL && gen == generation) ? zh : NULL;
+}
+
+/*
+ * ERROR unless the session can still carry requests.  Used inside waits, so
+ * that a session lost under a waiter ends the wait instead of hanging it.
+ */
+void
+zk_session_check_alive(const char *what)
+{
+	if (zk_session_status() == ZK_SESSION_LOST)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("ZooKeeper session was lost while %s", what),
+				 errdetail("The session expired or was disconnected for longer than its timeout; its nodes are gone."),
+				 errhint("The next zklock call opens a new session.")));
+}
+
+static void
+open_handle(void)
+{
+	sigset_t	all;
+	sigset_t	saved;
+	int			save_errno;
+	MemoryContext old;
+
+	bridge_init();
+	bridge_session_reset();
+	zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &saved);
+	zh = zookeeper_init2(zklock_hosts, bridge_session_watcher,
+						 zklock_session_timeout, NULL, NULL, 0,
+						 bridge_log_callback);
+	save_errno = errno;
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+
+	if (zh == NULL)
+	{
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to ZooKeeper at \"%s\": %m", zklock_hosts),
+				 errhint("Check that every host in zklock.hosts resolves.")));
+	}
+
+	generation++;
+	if (!pg_strong_random(&tag_session_bits, sizeof(tag_session_bits)))
+		tag_session_bits = ((uint64) MyProcPid << 32) ^ (uint64) MyStartTime;
+	tag_counter = 0;
+
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	if (session_hosts)
+		pfree(session_hosts);
+	session_hosts = pstrdup(zklock_hosts);
+	session_timeout_requested = zklock_session_timeout;
+	MemoryContextSwitchTo(old);
+
+	if (!exit_hook_registered)
+	{
+		before_shmem_exit(session_exit_hook, (Datum) 0);
+		exit_hook_registered = true;
+	}
+}
+
+/* Wait for the open handle to reach a server, at most connect_timeout. */
+static void
+wait_connected(void)
+{
+	int64		deadline = bridge_now_ms() + zklock_connect_timeout;
+
+	for (;;)
+	{
+		ZkSessionStatus status = zk_session_status();
+		int64		left;
+
+		if (status == ZK_SESSION_CONNECTED)
+			return;
+		if (status == ZK_SESSION_LOST)
+			break;
+		left = deadline - bridge_now_ms();
+		if (left <= 0)
+			break;
+		bridge_wait(left);
+	}
+
+	if (zk_session_status() == ZK_SESSION_SUSPENDED)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("lost connection to ZooKeeper at \"%s\"", session_hosts),
+				 errdetail("No server answered within %d ms; the session may still be alive.",
+						   zklock_connect_timeout),
+				 errhint("Locks held by this session are uncertain until it reconnects.")));
+
+	/* Never accepted, or refused: start afresh next time. */
+	close_handle();
+	ereport(ERROR,
+			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+			 errmsg("could not connect to ZooKeeper at \"%s\"", zklock_hosts),
+			 errdetail("No server accepted a session within %d ms.",
+					   zklock_connect_timeout),
+			 errhint("Check zklock.hosts and that the ZooKeeper servers are running.")));
+}
+
+/*
+ * The handle to issue requests on, connected.  A lost session is replaced;
+ * the caller must already have written off the locks it held (the lock
+ * table notices by the generation).  Changed settings take effect here when
+ * nothing is held (have_locks false).
+ */
+zhandle_t *
+zk_session_require(bool have_locks)
+{
+	if (zh != NULL)
+	{
+		bool		settings_changed = strcmp(session_hosts, zklock_hosts) != 0 ||
+			session_timeout_requested != zklock_session_timeout;
+
+		if (zk_session_status() == ZK_SESSION_LOST ||
+			(settings_changed && !have_locks))
+			close_handle();
+	}
+	if (zh == NULL)
+		open_handle();
+	wait_connected();
+	return zh;
+}
+
+/* Fill tag with a fresh attempt tag: unique per create, UUID-shaped. */
+void
+zk_session_new_tag(char *tag)
+{
+	uint64		n = ++tag_counter;
+
+	snprintf(tag, ZK_TAG_LEN + 1, "%08x-%04x-%04x-%04x-%012llx",
+			 (uint32) (tag_session_bits >> 32),
+			 (uint32) (tag_session_bits >> 16) & 0xFFFF,
+			 (uint32) tag_session_bits & 0xFFFF,
+			 (uint32) (n >> 48) & 0xFFFF,
+			 (unsigned long long) (n & UINT64CONST(0xFFFFFFFFFFFF)));
+}

@@ -1,0 +1,29 @@
+/*
+ * zk_session.h
+ *	  The backend's ZooKeeper session.
+ */
+#ifndef ZKLOCK_ZK_SESSION_H
+#define ZKLOCK_ZK_SESSION_H
+
+#include <zookeeper/zookeeper.h>
+
+/* Length of an attempt tag, a UUID-shaped string, without the NUL. */
+#define ZK_TAG_LEN 36
+
+typedef enum ZkSessionStatus
+{
+	ZK_SESSION_NONE,			/* no session open */
+	ZK_SESSION_CONNECTING,		/* opened, not yet accepted by a server */
+	ZK_SESSION_CONNECTED,
+	ZK_SESSION_SUSPENDED,		/* disconnected; may still be alive */
+	ZK_SESSION_LOST				/* expired, refused, or silent too long */
+} ZkSessionStatus;
+
+extern zhandle_t *zk_session_require(bool have_locks);
+extern ZkSessionStatus zk_session_status(void);
+extern uint64 zk_session_generation(void);
+extern zhandle_t *zk_session_handle(uint64 generation);
+extern void zk_session_new_tag(char *tag);
+extern void zk_session_check_alive(const char *what);
+
+#endif							/* ZKLOCK_ZK_SESSION_H */

@@ -1,0 +1,25 @@
+/*
+ * zklock.c
+ *	  Module entry point: settings and transaction callbacks.
+ *
+ * Nothing connects here.  Under shared_preload_libraries this runs in the
+ * postmaster, and the ZooKeeper client's threads would not survive fork();
+ * each backend opens its own session on first use (zk_session.c).
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+
+#include "guc.h"
+#include "xact_hooks.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	zklock_define_gucs();
+	zklock_register_xact_hooks();
+}
