@@ -77,7 +77,14 @@ check_hosts(char **newval, void **extra, GucSource source)
 		}
 		p = end;
 		if (*p == ',')
+		{
 			p++;
+			if (p == (chroot ? chroot : s + strlen(s)))
+			{
+				GUC_check_errdetail("Each server must be given as host:port, separated by commas.");
+				return false;
+			}
+		}
 	}
 	if (chroot && strcmp(chroot, "/") != 0 &&
 		!zklock_valid_znode_path(chroot))

@@ -209,8 +209,9 @@ create_parents(Attempt *a)
 			if (rc == ZNONODE && i == 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("could not create ZooKeeper node \"%s\": the chroot of zklock.hosts does not exist",
-								reqs[i]->path),
+						 errmsg("the chroot in zklock.hosts does not exist"),
+						 errdetail("Creating \"%s\" below it failed: %s.",
+								   reqs[i]->path, zerror(rc)),
 						 errhint("Create the chroot node, or remove it from zklock.hosts.")));
 			/* Lost replies are harmless: the next create attempt retries. */
 			if (rc != ZOK && rc != ZNODEEXISTS && rc != ZCONNECTIONLOSS &&

@@ -135,13 +135,14 @@ open_handle(void)
 	pthread_sigmask(SIG_SETMASK, &saved, NULL);
 
 	if (zh == NULL)
-	{
-		errno = save_errno;
 		ereport(ERROR,
 				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-				 errmsg("could not connect to ZooKeeper at \"%s\": %m", zklock_hosts),
+				 errmsg("could not connect to ZooKeeper at \"%s\"", zklock_hosts),
+				 errdetail("The ZooKeeper client rejected the connection string (%s).",
+						   save_errno == ENOENT ? "a host name does not resolve" :
+						   save_errno == EINVAL ? "it is malformed" :
+						   strerror(save_errno)),
 				 errhint("Check that every host in zklock.hosts resolves.")));
-	}
 
 	generation++;
 	if (!pg_strong_random(&tag_session_bits, sizeof(tag_session_bits)))

@@ -1,0 +1,76 @@
+-- SQLSTATEs of bad input.
+SELECT sqlstate_of($$SELECT zk_lock_acquire(NULL)$$);
+SELECT sqlstate_of($$SELECT zk_lock_acquire('')$$);
+SELECT sqlstate_of($$SELECT zk_lock_acquire(repeat('y', 300))$$);
+SELECT sqlstate_of($$SELECT zk_lock_acquire('neg', -1)$$);
+SELECT sqlstate_of($$SELECT zk_lock_xact_acquire('neg', -5)$$);
+SELECT zk_lock_acquire('neg', -1);
+
+-- Settings are checked when set.
+SET zklock.hosts = '';
+SET zklock.hosts = 'garbage';
+SET zklock.hosts = '127.0.0.1:0';
+SET zklock.hosts = '127.0.0.1:70000';
+SET zklock.hosts = '127.0.0.1:2181,';
+SET zklock.hosts = '127.0.0.1:2181/';
+SET zklock.hosts = '127.0.0.1:2181/bad//chroot';
+SET zklock.root = 'zklock';
+SET zklock.root = '/';
+SET zklock.root = '/zookeeper/x';
+SET zklock.root = '/a/';
+SET zklock.root = '/a/../b';
+SET zklock.session_timeout = 10;
+SET zklock.connect_timeout = 0;
+
+-- Ordinary users cannot point zklock elsewhere.
+CREATE ROLE zklock_plain_user;
+SET ROLE zklock_plain_user;
+SET zklock.hosts = '127.0.0.1:2181';
+SET zklock.root = '/elsewhere';
+SET zklock.connect_timeout = 1000;
+RESET ROLE;
+DROP ROLE zklock_plain_user;
+
+-- A ZooKeeper that does not answer: class 08, naming the hosts, within
+-- zklock.connect_timeout.  Nothing is held afterwards.
+SET zklock.hosts = '127.0.0.1:1';
+SET zklock.connect_timeout = 500;
+SELECT clock_timestamp() AS t0 \gset
+SELECT zk_lock_acquire('unreachable');
+SELECT clock_timestamp() - :'t0'::timestamptz < interval '3 s' AS within_timeout;
+SELECT sqlstate_of($$SELECT zk_lock_try_acquire('unreachable')$$);
+-- An unresolvable host name.
+SET zklock.hosts = 'no-such-host.invalid:2181';
+SELECT zk_lock_acquire('unresolvable');
+SELECT * FROM my_locks;
+RESET zklock.hosts;
+RESET zklock.connect_timeout;
+-- Back to the real ensemble in the same session.
+SELECT zk_lock_acquire('reachable-again');
+SELECT zk_lock_release('reachable-again');
+
+-- A chroot that does not exist.
+SET zklock.hosts TO DEFAULT;
+SELECT current_setting('zklock.hosts') || '/no/such/chroot' AS chrooted \gset
+SET zklock.hosts = :'chrooted';
+SELECT zk_lock_acquire('in-missing-chroot');
+RESET zklock.hosts;
+
+-- Waits end on statement_timeout and lock_timeout, leaving nothing behind.
+SELECT in_other_session($$SELECT zk_lock_acquire('waits')::text$$) AS other_holds;
+SET statement_timeout = 300;
+SELECT zk_lock_acquire('waits');
+RESET statement_timeout;
+SET lock_timeout = 300;
+SELECT zk_lock_acquire('waits');
+SELECT zk_lock_xact_acquire('waits');
+RESET lock_timeout;
+-- A timeout argument wins over a longer lock_timeout, and returns false.
+SET lock_timeout = 5000;
+SELECT zk_lock_acquire('waits', 200);
+RESET lock_timeout;
+SELECT * FROM my_locks;
+SELECT in_other_session($$SELECT zk_lock_release('waits')::text$$) AS other_released;
+-- Had any of the waits above left a node behind, this would be false.
+SELECT in_new_session($$SELECT zk_lock_try_acquire('waits')::text$$) AS free_again;
+SELECT dblink_disconnect('other');

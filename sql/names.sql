@@ -1,0 +1,33 @@
+-- Lock names are encoded into one znode each; distinct names never collide.
+SELECT zk_lock_acquire(n)
+  FROM unnest(ARRAY['a/b', 'a%2Fb', '.', '..', '...', 'zookeeper', 'ñandú',
+                    'with space', 'UPPER', 'a.b', '%', '/leading', 'trailing/',
+                    'tab	tab', 'e' || chr(233)]) AS n;
+SELECT name, znode FROM my_locks;
+SELECT count(DISTINCT znode) AS distinct_znodes, count(*) AS locks FROM zk_locks;
+
+-- Held here: each name is taken, and a look-alike is free.
+SELECT in_new_session($$SELECT zk_lock_try_acquire('a/b')::text$$) AS a_slash_b,
+       in_new_session($$SELECT zk_lock_try_acquire('a%2Fb')::text$$) AS a_pct_2fb,
+       in_new_session($$SELECT zk_lock_try_acquire('a%252Fb')::text$$) AS a_pct_252fb,
+       in_new_session($$SELECT zk_lock_try_acquire('..')::text$$) AS dotdot,
+       in_new_session($$SELECT zk_lock_try_acquire('....')::text$$) AS four_dots;
+SELECT zk_lock_release_all();
+
+-- The longest name allowed, and one byte more.
+SELECT zk_lock_acquire(repeat('x', 256));
+SELECT length(name) FROM zk_locks;
+SELECT zk_lock_release(repeat('x', 256));
+SELECT zk_lock_acquire(repeat('x', 257));
+-- Multibyte: the limit is in bytes.
+SELECT zk_lock_acquire(repeat('ñ', 128));
+SELECT zk_lock_release(repeat('ñ', 128));
+SELECT zk_lock_acquire(repeat('ñ', 129));
+
+-- Empty and NULL names.
+SELECT zk_lock_acquire('');
+SELECT zk_lock_acquire(NULL);
+SELECT zk_lock_try_acquire(NULL);
+SELECT zk_lock_release('');
+SELECT zk_lock_token(NULL);
+SELECT * FROM my_locks;

@@ -1,0 +1,362 @@
+
+# ZkServer: a ZooKeeper server or 3-server ensemble for zklock's tests.
+#
+# Runs Debian's ZooKeeper (Java) on 127.0.0.1 only, on free ports, in a
+# temporary directory, and stops every server it started, by pid, when the
+# object goes away (or the test dies).  Also answers the questions the tests
+# ask ZooKeeper: four-letter commands, the live sessions, the nodes under a
+# path and whether any of them has no live owner.
+
+package ZkServer;
+
+use strict;
+use warnings;
+
+use Carp;
+use File::Basename qw(dirname);
+use File::Path qw(make_path);
+use File::Temp ();
+use IO::Socket::INET;
+use POSIX qw(:sys_wait_h);
+use Time::HiRes qw(sleep time);
+
+my $ZKTREE = dirname(__FILE__) . '/../zk/zktree.py';
+my %ports_taken;
+my @live_objects;
+
+# A TCP port on 127.0.0.1 that nothing listens on right now.
+sub free_port
+{
+	for (1 .. 200)
+	{
+		my $sock = IO::Socket::INET->new(
+			LocalAddr => '127.0.0.1',
+			LocalPort => 0,
+			Proto => 'tcp',
+			ReuseAddr => 0) or next;
+		my $port = $sock->sockport;
+		close $sock;
+		next if $ports_taken{$port}++;
+		return $port;
+	}
+	croak "no free port found";
+}
+
+# new(servers => 1|3, tick_ms => 500, dir => ..., durable => 0, keep => 0)
+sub new
+{
+	my ($class, %opts) = @_;
+	my $self = bless {
+		servers => $opts{servers} // 1,
+		tick_ms => $opts{tick_ms} // 500,
+		durable => $opts{durable} // 0,
+		keep => $opts{keep} // 0,
+		dir => $opts{dir}
+		  // File::Temp::tempdir('zklock_zk_XXXX', TMPDIR => 1, CLEANUP => 1),
+		pids => {},
+	}, $class;
+	croak "servers must be 1 or 3" unless $self->{servers} == 1 || $self->{servers} == 3;
+	make_path($self->{dir});
+	for my $i (1 .. $self->{servers})
+	{
+		$self->{client_port}{$i} = free_port();
+		$self->{quorum_port}{$i} = free_port();
+		$self->{election_port}{$i} = free_port();
+	}
+	$self->_write_configs;
+	push @live_objects, $self;
+	return $self;
+}
+
+sub dir { $_[0]->{dir} }
+sub servers { $_[0]->{servers} }
+sub client_port { $_[0]->{client_port}{ $_[1] } }
+
+# The connection string for zklock.hosts.
+sub hosts
+{
+	my ($self) = @_;
+	return join ',',
+	  map { "127.0.0.1:$self->{client_port}{$_}" } 1 .. $self->{servers};
+}
+
+sub _write_configs
+{
+	my ($self) = @_;
+	for my $i (1 .. $self->{servers})
+	{
+		my $data = "$self->{dir}/data$i";
+		make_path($data);
+		my $cfg = "$self->{dir}/zoo$i.cfg";
+		open my $fh, '>', $cfg or croak "$cfg: $!";
+		print $fh <<"EOF";
+tickTime=$self->{tick_ms}
+initLimit=20
+syncLimit=10
+dataDir=$data
+clientPort=$self->{client_port}{$i}
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=*
+maxClientCnxns=0
+minSessionTimeout=1000
+maxSessionTimeout=60000
+znode.container.checkIntervalMs=1000
+EOF
+		print $fh "forceSync=no\n" unless $self->{durable};
+		if ($self->{servers} > 1)
+		{
+			print $fh "server.$_=127.0.0.1:$self->{quorum_port}{$_}:$self->{election_port}{$_}\n"
+			  for 1 .. $self->{servers};
+			open my $id, '>', "$data/myid" or croak "$data/myid: $!";
+			print $id "$i\n";
+			close $id;
+		}
+		close $fh;
+	}
+}
+
+# Start one server (default: all) and wait until it serves clients.
+sub start
+{
+	my ($self, @which) = @_;
+	@which = (1 .. $self->{servers}) unless @which;
+	for my $i (@which)
+	{
+		croak "server $i already running" if $self->{pids}{$i};
+		my $log = "$self->{dir}/server$i.log";
+		my $pid = fork();
+		croak "fork: $!" unless defined $pid;
+		if ($pid == 0)
+		{
+			open STDIN, '<', '/dev/null';
+			open STDOUT, '>>', $log;
+			open STDERR, '>&', \*STDOUT;
+			POSIX::setsid();
+			{
+				exec 'java', '-Xmx256m', '-XX:+UseSerialGC',
+				  "-Dzookeeper.log.dir=$self->{dir}",
+				  '-cp', '/etc/zookeeper/conf:/usr/share/java/zookeeper.jar',
+				  'org.apache.zookeeper.server.quorum.QuorumPeerMain',
+				  "$self->{dir}/zoo$i.cfg";
+			}
+			POSIX::_exit(127);
+		}
+		$self->{pids}{$i} = $pid;
+	}
+	$self->wait_serving(@which);
+	return $self;
+}
+
+# Wait until each given server answers client requests (quorum formed).
+sub wait_serving
+{
+	my ($self, @which) = @_;
+	@which = $self->running unless @which;
+	my $deadline = time + 60;
+	for my $i (@which)
+	{
+		until (($self->mode($i) // '') =~ /^(standalone|leader|follower)$/)
+		{
+			croak "ZooKeeper server $i did not start; see $self->{dir}/server$i.log"
+			  if time > $deadline || !$self->_alive($i);
+			sleep 0.1;
+		}
+	}
+	return;
+}
+
+sub _alive
+{
+	my ($self, $i) = @_;
+	my $pid = $self->{pids}{$i} or return 0;
+	return waitpid($pid, WNOHANG) == 0;
+}
+
+sub running
+{
+	my ($self) = @_;
+	return sort { $a <=> $b } grep { $self->{pids}{$_} } keys %{ $self->{pids} };
+}
+
+sub pid { $_[0]->{pids}{ $_[1] } }
+
+# Send a four-letter command to server i; returns the reply (undef if none).
+sub flw
+{
+	my ($self, $i, $cmd) = @_;
+	my $sock = IO::Socket::INET->new(
+		PeerAddr => '127.0.0.1',
+		PeerPort => $self->{client_port}{$i},
+		Proto => 'tcp',
+		Timeout => 2) or return undef;
+	print $sock $cmd;
+	my $reply = '';
+	local $SIG{ALRM} = sub { die "flw timeout\n" };
+	eval {
+		alarm 5;
+		while (my $line = <$sock>) { $reply .= $line; }
+		alarm 0;
+	};
+	alarm 0;
+	close $sock;
+	return $reply;
+}
+
+sub mode
+{
+	my ($self, $i) = @_;
+	my $srvr = $self->flw($i, 'srvr') // return undef;
+	return $srvr =~ /^Mode: (\w+)/m ? $1 : undef;
+}
+
+# Index of the current leader (or the standalone server).
+sub leader
+{
+	my ($self) = @_;
+	for my $i ($self->running)
+	{
+		my $mode = $self->mode($i) // '';
+		return $i if $mode eq 'leader' || $mode eq 'standalone';
+	}
+	return undef;
+}
+
+# Session ids (lowercase hex, 0x...) with a live connection to any server.
+sub live_sessions
+{
+	my ($self) = @_;
+	my %sids;
+	for my $i ($self->running)
+	{
+		my $cons = $self->flw($i, 'cons') // next;
+		$sids{ lc $1 } = 1 while $cons =~ /sid=(0x[0-9a-fA-F]+)/g;
+	}
+	return \%sids;
+}
+
+# [ [path, owner], ... ] for every node under root (owner 0x0 if persistent).
+sub tree
+{
+	my ($self, $root) = @_;
+	my $hosts = $self->hosts;
+	my @lines = `/usr/bin/python3 $ZKTREE '$hosts' '$root' 2>&1`;
+	croak "zktree.py failed: @lines" if $?;
+	return [ map { chomp; [ split /\t/ ] } @lines ];
+}
+
+sub ephemerals
+{
+	my ($self, $root) = @_;
+	return [ grep { hex($_->[1]) != 0 } @{ $self->tree($root) } ];
+}
+
+# Ephemeral nodes under root whose owning session is not connected.
+sub orphans
+{
+	my ($self, $root) = @_;
+	my $live = $self->live_sessions;
+	return [ grep { !$live->{ lc $_->[1] } } @{ $self->ephemerals($root) } ];
+}
+
+# Wait (up to timeout seconds) until check->() returns an empty list ref.
+# Returns the last non-empty list, or [] on success.
+sub wait_until_empty
+{
+	my ($self, $check, $timeout) = @_;
+	my $deadline = time + ($timeout // 10);
+	my $last;
+	while (1)
+	{
+		$last = $check->();
+		return [] unless @$last;
+		return $last if time > $deadline;
+		sleep 0.2;
+	}
+}
+
+sub wait_no_orphans
+{
+	my ($self, $root, $timeout) = @_;
+	return $self->wait_until_empty(sub { $self->orphans($root) }, $timeout);
+}
+
+sub wait_no_ephemerals
+{
+	my ($self, $root, $timeout) = @_;
+	return $self->wait_until_empty(sub { $self->ephemerals($root) }, $timeout);
+}
+
+# Send a signal to server i (e.g. 'KILL', 'STOP', 'CONT').
+sub signal
+{
+	my ($self, $i, $sig) = @_;
+	kill $sig, $self->{pids}{$i} or croak "kill $sig server $i: $!";
+	return;
+}
+
+# Kill -9 server i and reap it.
+sub kill9
+{
+	my ($self, $i) = @_;
+	my $pid = delete $self->{pids}{$i} or return;
+	kill 'KILL', $pid;
+	waitpid($pid, 0);
+	return;
+}
+
+# Stop one server (default: all), politely, then firmly.
+sub stop
+{
+	my ($self, @which) = @_;
+	@which = $self->running unless @which;
+	for my $i (@which)
+	{
+		my $pid = delete $self->{pids}{$i} or next;
+		kill 'CONT', $pid;
+		kill 'TERM', $pid;
+		my $deadline = time + 10;
+		while (waitpid($pid, WNOHANG) == 0)
+		{
+			if (time > $deadline)
+			{
+				kill 'KILL', $pid;
+				waitpid($pid, 0);
+				last;
+			}
+			sleep 0.05;
+		}
+	}
+	return;
+}
+
+# Write the pids so that another process can stop the servers (zkctl).
+sub save_state
+{
+	my ($self) = @_;
+	open my $fh, '>', "$self->{dir}/pids" or croak $!;
+	print $fh "$_ $self->{pids}{$_}\n" for $self->running;
+	close $fh;
+	open $fh, '>', "$self->{dir}/hosts" or croak $!;
+	print $fh $self->hosts, "\n";
+	close $fh;
+	return;
+}
+
+sub DESTROY
+{
+	my ($self) = @_;
+	local ($?, $!, $@);
+	$self->stop unless $self->{keep};
+}
+
+END
+{
+	local $?;
+	for my $zk (@live_objects)
+	{
+		$zk->stop if $zk && !$zk->{keep};
+	}
+}
+
+1;

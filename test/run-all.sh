@@ -1,0 +1,67 @@
+#!/bin/bash
+# The whole zklock test suite, on a fresh Debian 12 machine, as root:
+# installs what it needs, builds, installs, runs pg_regress, the isolation
+# specs and the TAP tests against ZooKeeper servers it starts, and stops
+# everything it started.  Exit status 0 only if every suite passed.
+set -euo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+zklock_setup
+
+work=$(mktemp -d /tmp/zklock-test.XXXXXX)
+zkdir=$work/zk
+cleanup()
+{
+	"$ZKLOCK_SRC/test/zk/zkctl" stop "$zkdir" || true
+	if [ "${KEEP_TEST_DIR:-}" = "" ]; then rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+# PostgreSQL refuses to run as root: the tests run as postgres, in a copy of
+# the tree that postgres can write to.
+cp -a "$ZKLOCK_SRC/." "$work/tree"
+chown -R postgres: "$work"
+
+echo "== starting ZooKeeper for pg_regress and isolation tests"
+hosts=$("$ZKLOCK_SRC/test/zk/zkctl" start "$zkdir")
+echo "   $hosts"
+cat > "$work/regress.conf" <<CONF
+zklock.hosts = '$hosts'
+zklock.root = '/zklock_regress'
+zklock.session_timeout = 4000
+max_prepared_transactions = 2
+CONF
+
+as_postgres()
+{
+	runuser -u postgres -- env PATH="$PATH" "$@"
+}
+
+failed=()
+suite()
+{
+	local name=$1
+	shift
+	echo "== $name"
+	if ! as_postgres make -C "$work/tree" -s "$@"; then
+		failed+=("$name")
+		for diffs in "$work"/tree/regression.diffs "$work"/tree/output_iso/regression.diffs; do
+			[ -f "$diffs" ] && cat "$diffs"
+		done
+	fi
+	return 0
+}
+
+temp_opts="--temp-instance=$work/tmp_instance --temp-config=$work/regress.conf"
+suite "pg_regress" installcheck ISOLATION= TAP_TESTS= EXTRA_REGRESS_OPTS="$temp_opts"
+suite "isolation" installcheck REGRESS= TAP_TESTS= EXTRA_REGRESS_OPTS="$temp_opts"
+suite "TAP" installcheck REGRESS= ISOLATION= PROVE_FLAGS="-I test/perl --timer"
+
+if [ ${#failed[@]} -gt 0 ]; then
+	echo "== FAILED: ${failed[*]}"
+	for log in "$work"/tree/tmp_check/log/*; do
+		[ -f "$log" ] && { echo "--- $log"; tail -n 80 "$log"; }
+	done
+	exit 1
+fi
+echo "== all test suites passed"
