@@ -28,6 +28,7 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
+#include "guc.h"
 #include "lock_recipe.h"
 #include "zk_bridge.h"
 #include "zk_session.h"
@@ -554,6 +555,7 @@ lock_recipe_acquire(zhandle_t *zh, const char *parent, int timeout_ms,
 	if (!granted)
 	{
 		give_up(a);
+		lock_recipe_await_releases(true);
 		return false;
 	}
 	/* The watch fired or was never set; nothing is in flight. */
@@ -563,9 +565,41 @@ lock_recipe_acquire(zhandle_t *zh, const char *parent, int timeout_ms,
 	return true;
 }
 
-/* Delete a node we hold.  Does not wait: see bridge_delete_node. */
+/*
+ * Delete a node we hold.  Does not wait, so that many releases go out as one
+ * pipelined batch; lock_recipe_await_releases waits for the batch.
+ */
 void
 lock_recipe_release(zhandle_t *zh, const char *node)
 {
 	bridge_delete_node(zh, node);
+}
+
+/*
+ * Wait until ZooKeeper has applied every delete we sent, so that a lock this
+ * backend released is free for every other session by the time the release
+ * (or COMMIT, or a timed-out acquire) returns, as with pg_advisory_lock.
+ *
+ * Stops early when the session is not connected: the deletes are retried
+ * after reconnecting, or go with the session.  Bounded by connect_timeout.
+ * interruptible is false in transaction callbacks, where a wait must not
+ * serve interrupts or raise anything.
+ */
+void
+lock_recipe_await_releases(bool interruptible)
+{
+	int64		deadline = bridge_now_ms() + zklock_connect_timeout;
+
+	while (bridge_deletes_pending() &&
+		   zk_session_status() == ZK_SESSION_CONNECTED)
+	{
+		int64		left = deadline - bridge_now_ms();
+
+		if (left <= 0)
+			break;
+		if (interruptible)
+			bridge_wait(left);
+		else
+			bridge_wait_quietly(left);
+	}
 }

@@ -17,6 +17,7 @@ typedef struct HeldNode
 extern bool lock_recipe_acquire(zhandle_t *zh, const char *parent,
 								int timeout_ms, HeldNode *held);
 extern void lock_recipe_release(zhandle_t *zh, const char *node);
+extern void lock_recipe_await_releases(bool interruptible);
 extern void zk_report_error(int rc, const char *action, const char *path);
 
 #endif							/* ZKLOCK_LOCK_RECIPE_H */

@@ -139,7 +139,12 @@ zk_lock_release(PG_FUNCTION_ARGS)
 
 	forget_lost_locks();
 	entry = lock_table_find(name);
-	if (entry == NULL || !lock_table_release_session(entry))
+	if (entry != NULL && lock_table_release_session(entry))
+	{
+		lock_recipe_await_releases(true);
+		PG_RETURN_BOOL(true);
+	}
+	else
 	{
 		ereport(WARNING,
 				(errcode(ERRCODE_WARNING),
@@ -147,14 +152,17 @@ zk_lock_release(PG_FUNCTION_ARGS)
 				 entry != NULL ? errhint("Transaction locks are released when the transaction ends.") : 0));
 		PG_RETURN_BOOL(false);
 	}
-	PG_RETURN_BOOL(true);
 }
 
 Datum
 zk_lock_release_all(PG_FUNCTION_ARGS)
 {
+	int			released;
+
 	forget_lost_locks();
-	PG_RETURN_INT32(lock_table_release_all_session());
+	released = lock_table_release_all_session();
+	lock_recipe_await_releases(true);
+	PG_RETURN_INT32(released);
 }
 
 Datum

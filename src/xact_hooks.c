@@ -6,12 +6,15 @@
  *
  * Subtransaction callbacks are enough to follow savepoints; locks are not
  * tied to resource owners because a session lock must outlive the portal
- * that took it.
+ * that took it.  Locks are released after the commit record, never before,
+ * and the callbacks wait (briefly, interrupts held) for ZooKeeper to apply
+ * the deletes, so the lock is free for others when COMMIT returns.
  */
 #include "postgres.h"
 
 #include "access/xact.h"
 
+#include "lock_recipe.h"
 #include "lock_table.h"
 #include "xact_hooks.h"
 
@@ -30,10 +33,12 @@ xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			lock_table_xact_end(true);
+			lock_recipe_await_releases(false);
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			lock_table_xact_end(false);
+			lock_recipe_await_releases(false);
 			break;
 		default:
 			break;
@@ -51,6 +56,7 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			break;
 		case SUBXACT_EVENT_ABORT_SUB:
 			lock_table_subxact_abort(mySubid);
+			lock_recipe_await_releases(false);
 			break;
 		default:
 			break;

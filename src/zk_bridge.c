@@ -49,6 +49,7 @@ static uint64_t watch_events;
 static BridgeMessage messages[BRIDGE_MAX_MESSAGES];
 static int	nmessages;
 static uint64_t dropped_messages;
+static int	deletes_in_flight;	/* janitor tasks that may still delete */
 
 /* Backend-only. */
 static int	wake_fd = -1;
@@ -60,6 +61,7 @@ typedef struct JanitorTask
 	zhandle_t  *zh;
 	char	   *path;			/* node to delete, or parent to search */
 	char	   *tag;			/* when searching: the attempt tag */
+	bool		counted;		/* in deletes_in_flight */
 } JanitorTask;
 
 static void janitor_delete(zhandle_t *zh, const char *path);
@@ -185,6 +187,18 @@ bridge_init(void)
 void
 bridge_wait(long timeout_ms)
 {
+	bridge_wait_quietly(timeout_ms);
+	CHECK_FOR_INTERRUPTS();
+	bridge_emit_messages();
+}
+
+/*
+ * The same, for transaction callbacks: serves no interrupts (they are held
+ * there anyway) and reports nothing.
+ */
+void
+bridge_wait_quietly(long timeout_ms)
+{
 	WaitEvent	event;
 	uint64_t	count;
 
@@ -194,9 +208,6 @@ bridge_wait(long timeout_ms)
 
 	while (read(wake_fd, &count, sizeof(count)) > 0)
 		;
-
-	CHECK_FOR_INTERRUPTS();
-	bridge_emit_messages();
 }
 
 /* ---- requests ---- */
@@ -470,6 +481,17 @@ bridge_abandon(ZkRequest *req)
 		finish_abandoned(req);
 }
 
+bool
+bridge_deletes_pending(void)
+{
+	bool		pending;
+
+	pthread_mutex_lock(&bridge_mutex);
+	pending = deletes_in_flight > 0;
+	pthread_mutex_unlock(&bridge_mutex);
+	return pending;
+}
+
 uint64_t
 bridge_watch_events(void)
 {
@@ -484,7 +506,7 @@ bridge_watch_events(void)
 /* ---- janitor: cleanups that outlive the backend's interest ---- */
 
 static JanitorTask *
-janitor_task(zhandle_t *zh, const char *path, const char *tag)
+janitor_task(zhandle_t *zh, const char *path, const char *tag, bool counted)
 {
 	JanitorTask *task = calloc(1, sizeof(JanitorTask));
 
@@ -498,12 +520,26 @@ janitor_task(zhandle_t *zh, const char *path, const char *tag)
 		return NULL;
 	}
 	task->zh = zh;
+	task->counted = counted;
+	if (counted)
+	{
+		pthread_mutex_lock(&bridge_mutex);
+		deletes_in_flight++;
+		pthread_mutex_unlock(&bridge_mutex);
+	}
 	return task;
 }
 
 static void
 janitor_free(JanitorTask *task)
 {
+	if (task->counted)
+	{
+		pthread_mutex_lock(&bridge_mutex);
+		deletes_in_flight--;
+		pthread_mutex_unlock(&bridge_mutex);
+		wake_backend();
+	}
 	free(task->path);
 	free(task->tag);
 	free(task);
@@ -569,7 +605,7 @@ janitor_delete_issue(JanitorTask *task)
 static void
 janitor_delete(zhandle_t *zh, const char *path)
 {
-	JanitorTask *task = janitor_task(zh, path, NULL);
+	JanitorTask *task = janitor_task(zh, path, NULL, true);
 
 	if (task)
 		janitor_delete_issue(task);
@@ -628,7 +664,7 @@ janitor_children_issue(JanitorTask *task)
 static void
 janitor_delete_tagged(zhandle_t *zh, const char *parent, const char *tag)
 {
-	JanitorTask *task = janitor_task(zh, parent, tag);
+	JanitorTask *task = janitor_task(zh, parent, tag, true);
 
 	if (task)
 		janitor_children_issue(task);
@@ -660,7 +696,7 @@ remove_watch_done(int rc, const void *data)
 void
 bridge_remove_watch(zhandle_t *zh, const char *path)
 {
-	JanitorTask *task = janitor_task(zh, path, NULL);
+	JanitorTask *task = janitor_task(zh, path, NULL, false);
 
 	if (task && zoo_aremove_watches(zh, path, ZWATCHTYPE_DATA,
 									predecessor_watcher, NULL, 0,

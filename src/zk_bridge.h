@@ -64,13 +64,15 @@ extern bool bridge_done(ZkRequest *req);
 extern void bridge_free(ZkRequest *req);
 extern void bridge_abandon(ZkRequest *req);
 
-/* Fire and forget: finished by the client threads, retried across reconnects. */
+/* Finished by the client threads, retried across reconnects. */
 extern void bridge_delete_node(zhandle_t *zh, const char *path);
 extern void bridge_remove_watch(zhandle_t *zh, const char *path);
+extern bool bridge_deletes_pending(void);
 
 /* Waiting (backend). */
 extern uint64_t bridge_watch_events(void);
 extern void bridge_wait(long timeout_ms);
+extern void bridge_wait_quietly(long timeout_ms);
 extern void bridge_emit_messages(void);
 
 /* Session events. */
