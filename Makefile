@@ -29,7 +29,6 @@ REGRESS = setup surface reentrancy names errors xact cleanup
 ISOLATION = fifo try_timeout xact_locks abort_undo cancel_wait
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso
 TAP_TESTS = 1
-PROVE_FLAGS = -I $(srcdir)/test/perl
 PROVE_TESTS = test/tap/*.pl
 
 EXTRA_CLEAN = results output_iso tmp_check tmp_check_iso regression.* log
@@ -37,3 +36,6 @@ EXTRA_CLEAN = results output_iso tmp_check tmp_check_iso regression.* log
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# Our test modules (ZooKeeper harness, shared checks) next to PostgreSQL's.
+PG_PROVE_FLAGS += -I $(srcdir)/test/perl

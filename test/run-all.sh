@@ -55,7 +55,7 @@ suite()
 temp_opts="--temp-instance=$work/tmp_instance --temp-config=$work/regress.conf"
 suite "pg_regress" installcheck ISOLATION= TAP_TESTS= EXTRA_REGRESS_OPTS="$temp_opts"
 suite "isolation" installcheck REGRESS= TAP_TESTS= EXTRA_REGRESS_OPTS="$temp_opts"
-suite "TAP" installcheck REGRESS= ISOLATION= PROVE_FLAGS="-I test/perl --timer"
+suite "TAP" installcheck REGRESS= ISOLATION= PROVE_FLAGS="--timer"
 
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "== FAILED: ${failed[*]}"

@@ -1,0 +1,159 @@
+
+# ZklockTest: what zklock's TAP tests share.
+#
+# PostgreSQL nodes configured for a test ZooKeeper, the checks every test ends
+# with (no znode without a live owner; none at all once the nodes are gone),
+# and the critical-section log used to prove mutual exclusion.
+
+package ZklockTest;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(sleep time);
+
+use ZkServer;
+
+our @EXPORT = qw(
+  ZK_ROOT start_zk zk_node
+  no_orphans_ok tree_empty_ok
+  install_cs_log check_critical_sections
+  wait_for_wait_event elapsed_since);
+
+use constant ZK_ROOT => '/zklock_tap';
+
+sub start_zk
+{
+	my (%opts) = @_;
+	my $zk = ZkServer->new(%opts);
+	$zk->start;
+	note 'ZooKeeper at ' . $zk->hosts;
+	return $zk;
+}
+
+# A started PostgreSQL node with zklock pointed at $zk; %conf adds settings.
+sub zk_node
+{
+	my ($name, $zk, %conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	my %settings = (
+		'zklock.hosts' => $zk->hosts,
+		'zklock.root' => ZK_ROOT,
+		'cluster_name' => $name,
+		%conf);
+	$node->append_conf('postgresql.conf',
+		join '', map { "$_ = '$settings{$_}'\n" } sort keys %settings);
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION zklock');
+	return $node;
+}
+
+# Every ephemeral node under the lock tree has a connected owner.
+sub no_orphans_ok
+{
+	my ($zk, $msg) = @_;
+	my $left = $zk->wait_no_orphans(ZK_ROOT, 20);
+	is_deeply($left, [], $msg) or diag explain $left;
+}
+
+# Nothing but (empty) parents is left under the lock tree.
+sub tree_empty_ok
+{
+	my ($zk, $msg, $timeout) = @_;
+	my $left = $zk->wait_no_ephemerals(ZK_ROOT, $timeout // 20);
+	is_deeply($left, [], $msg) or diag explain $left;
+}
+
+# Table and procedure for workers that loop over a critical section:
+# cs_loop(worker, iterations, 'session'|'xact') takes the lock 'mutex',
+# records start, end and fencing token, and lets go.
+sub install_cs_log
+{
+	my ($node) = @_;
+	$node->safe_psql('postgres', q{
+CREATE TABLE cs (node text, worker text, i int, token bigint,
+                 started timestamptz, finished timestamptz);
+CREATE PROCEDURE cs_loop(worker text, n int, style text)
+LANGUAGE plpgsql AS $$
+DECLARE
+  t0 timestamptz;
+  tok bigint;
+BEGIN
+  FOR i IN 1..n LOOP
+    IF style = 'session' THEN
+      PERFORM zk_lock_acquire('mutex');
+    ELSE
+      PERFORM zk_lock_xact_acquire('mutex');
+    END IF;
+    t0 := clock_timestamp();
+    tok := zk_lock_token('mutex');
+    PERFORM pg_sleep(random() * 0.004);
+    INSERT INTO cs VALUES (current_setting('cluster_name'), worker, i, tok,
+                           t0, clock_timestamp());
+    IF style = 'session' THEN
+      PERFORM zk_lock_release('mutex');
+    END IF;
+    COMMIT;
+  END LOOP;
+END $$;
+});
+}
+
+# Merge the cs logs of all nodes (one machine, one clock) and check that no
+# two critical sections overlap and that tokens strictly increase in time
+# order.  Returns the number of sections.
+sub check_critical_sections
+{
+	my (@nodes) = @_;
+	my @rows;
+	for my $node (@nodes)
+	{
+		my $out = $node->safe_psql('postgres',
+			q{SELECT node, worker, i, token,
+			         extract(epoch FROM started)::numeric(20,6),
+			         extract(epoch FROM finished)::numeric(20,6)
+			    FROM cs});
+		push @rows, map { [ split /\|/ ] } grep { length } split /\n/, $out;
+	}
+	@rows = sort { $a->[4] <=> $b->[4] } @rows;
+	my ($overlaps, $token_regressions) = (0, 0);
+	for my $k (1 .. $#rows)
+	{
+		my ($prev, $cur) = @rows[ $k - 1, $k ];
+		if ($cur->[4] < $prev->[5])
+		{
+			$overlaps++;
+			diag "overlap: @$prev / @$cur";
+		}
+		if ($cur->[3] <= $prev->[3])
+		{
+			$token_regressions++;
+			diag "token did not grow: @$prev / @$cur";
+		}
+	}
+	is($overlaps, 0, scalar(@rows) . ' critical sections, none overlapping');
+	is($token_regressions, 0, 'fencing tokens strictly increase');
+	return scalar @rows;
+}
+
+# Wait until a backend with this application_name waits in zklock.
+sub wait_for_wait_event
+{
+	my ($node, $appname) = @_;
+	return $node->poll_query_until('postgres', qq{
+SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity
+ WHERE application_name = '$appname'}, 'Extension/Extension');
+}
+
+sub elapsed_since
+{
+	my ($t0) = @_;
+	return time - $t0;
+}
+
+1;
