@@ -472,12 +472,16 @@ give_up(Attempt *a)
 		bridge_delete_node(a->zh, a->node);
 }
 
+/*
+ * Like ProcSleep, keep the indicator: if the timeout already fired and set
+ * QueryCancelPending, the cancel must be reported as a lock timeout.
+ */
 static void
 disarm_lock_timeout(Attempt *a)
 {
 	if (a->lock_timeout_armed)
 	{
-		disable_timeout(LOCK_TIMEOUT, false);
+		disable_timeout(LOCK_TIMEOUT, true);
 		a->lock_timeout_armed = false;
 	}
 }

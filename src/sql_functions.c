@@ -15,6 +15,7 @@
 #include "lock_name.h"
 #include "lock_recipe.h"
 #include "lock_table.h"
+#include "zk_bridge.h"
 #include "zk_session.h"
 
 PG_FUNCTION_INFO_V1(zk_lock_acquire);
@@ -58,12 +59,16 @@ timeout_arg(FunctionCallInfo fcinfo, int argno)
 	return timeout_ms;
 }
 
-/* Every call first writes off the locks of a session that is gone. */
+/*
+ * Every call first reports what the client threads queued and writes off
+ * the locks of a session that is gone.
+ */
 static void
 forget_lost_locks(void)
 {
 	ZkSessionStatus status = zk_session_status();
 
+	bridge_emit_messages();
 	lock_table_forget_lost(status == ZK_SESSION_LOST ? 0 : zk_session_generation());
 }
 

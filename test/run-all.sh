@@ -55,6 +55,17 @@ suite()
 temp_opts="--temp-instance=$work/tmp_instance --temp-config=$work/regress.conf"
 suite "pg_regress" installcheck ISOLATION= TAP_TESTS= EXTRA_REGRESS_OPTS="$temp_opts"
 suite "isolation" installcheck REGRESS= TAP_TESTS= EXTRA_REGRESS_OPTS="$temp_opts"
+# Every session of those suites has ended: no lock node may be left.
+echo "== ZooKeeper tree after pg_regress and isolation"
+leftover=$(/usr/bin/python3 "$ZKLOCK_SRC/test/zk/zktree.py" "$hosts" /zklock_regress | awk -F'\t' '$2 != "0x0"')
+if [ -n "$leftover" ]; then
+	echo "ephemeral nodes left behind:"
+	echo "$leftover"
+	failed+=("leftover nodes")
+else
+	echo "   no ephemeral node left"
+fi
+
 suite "TAP" installcheck REGRESS= ISOLATION= PROVE_FLAGS="--timer"
 
 if [ ${#failed[@]} -gt 0 ]; then

@@ -1,0 +1,59 @@
+-- The demo's batch job: a stored procedure that must never run twice at the
+-- same time, even when it is called on different PostgreSQL nodes.
+-- demo/run.sh loads this into each node.
+
+CREATE EXTENSION zklock;
+
+-- One row per run of the job, kept on the node that ran it.
+CREATE TABLE billing_runs (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    node        text NOT NULL DEFAULT current_setting('cluster_name'),
+    worker      text NOT NULL,
+    method      text NOT NULL,
+    token       bigint,        -- zklock fencing token; NULL with 'advisory'
+    started_at  timestamptz NOT NULL,
+    finished_at timestamptz
+);
+
+-- nightly_billing(worker, method) runs the job once, serialized by
+--   'zklock'    a zklock lock: one run at a time on all the nodes that share
+--               the ZooKeeper ensemble;
+--   'advisory'  pg_advisory_xact_lock: one run at a time on this node only.
+--
+-- Both are transaction locks, taken first thing and released when the
+-- transaction ends, by COMMIT or by the abort of an error: a failed run never
+-- leaves the job locked.  A CALL outside BEGIN ... COMMIT is a transaction of
+-- its own, so the row of the run is committed just before the lock goes.  A
+-- job that commits as it goes needs a session lock instead, zk_lock_acquire():
+-- once the transaction that took it commits, it stays held across the job's
+-- later commits until zk_lock_release() or the end of the session.
+CREATE PROCEDURE nightly_billing(worker text, method text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    fencing_token bigint;
+    run_id bigint;
+BEGIN
+    CASE method
+    WHEN 'zklock' THEN
+        -- Wait at most 30 s for the runs on other nodes.
+        IF NOT zk_lock_xact_acquire('nightly-billing', 30000) THEN
+            RAISE EXCEPTION 'nightly billing is still running elsewhere';
+        END IF;
+        -- Grows with every holder: stamp what the job writes elsewhere with
+        -- it, so that a stale holder's writes can be told apart.
+        fencing_token := zk_lock_token('nightly-billing');
+    WHEN 'advisory' THEN
+        PERFORM pg_advisory_xact_lock(4242);    -- the job's advisory lock key
+    ELSE
+        RAISE EXCEPTION 'unknown method "%"', method;
+    END CASE;
+
+    INSERT INTO billing_runs (worker, method, token, started_at)
+    VALUES (worker, method, fencing_token, clock_timestamp())
+    RETURNING id INTO run_id;
+
+    PERFORM pg_sleep(0.25);                     -- the work
+
+    UPDATE billing_runs SET finished_at = clock_timestamp() WHERE id = run_id;
+END
+$$;

@@ -1,0 +1,182 @@
+#!/bin/bash
+# The zklock demo, on a fresh Debian 12 machine, as root: `bash demo/run.sh`.
+#
+# Installs what it needs, builds and installs zklock, then starts one
+# ZooKeeper server and two PostgreSQL 15 nodes, node_a and node_b, all on
+# 127.0.0.1 only.  Each node gets the batch job of demo/billing.sql, which
+# three workers per node then run at the same time, three runs each:
+#
+#   1. serialized by zklock: no two runs overlap, on either node, and the
+#      fencing tokens grow from run to run;
+#   2. serialized by pg_advisory_xact_lock: runs on one node take turns, but
+#      runs on the two nodes overlap, since each node sees only its own locks.
+#
+# The runs of both nodes are merged into one timeline for each.  The script
+# exits non-zero if the zklock runs overlap or their tokens do not grow, so
+# it doubles as a smoke test.  It stops everything it started on exit; set
+# KEEP_DEMO_DIR=1 to keep its directory (logs, data) for a look afterwards.
+set -euo pipefail
+
+demo=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$demo/../test/setup.sh"
+
+nodes=(node_a node_b)
+workers_per_node=3
+runs_per_worker=3
+
+work=
+zkdir=
+declare -A port conninfo
+psql_opts=(-X -q -At -v ON_ERROR_STOP=1)
+
+as_postgres()
+{
+	runuser -u postgres -- env PATH="$PATH" "$@"
+}
+
+# psql_on NODE ARGS...: a quiet psql on NODE.
+psql_on()
+{
+	local node=$1
+	shift
+	psql "${psql_opts[@]}" -d "${conninfo[$node]}" "$@"
+}
+
+cleanup()
+{
+	local node pid
+	# The workers of an interrupted job first.
+	for pid in $(jobs -p); do
+		kill "$pid" 2>/dev/null || true
+	done
+	for node in "${nodes[@]}"; do
+		if [ -f "$work/$node/data/postmaster.pid" ]; then
+			as_postgres pg_ctl -D "$work/$node/data" -m fast -s stop || true
+		fi
+	done
+	if [ -n "$zkdir" ]; then
+		"$ZKLOCK_SRC/test/zk/zkctl" stop "$zkdir" || true
+	fi
+	if [ -n "${KEEP_DEMO_DIR:-}" ]; then
+		echo "== kept $work"
+	else
+		rm -rf "$work"
+	fi
+}
+
+# N TCP ports on 127.0.0.1 that nothing listens on right now.
+free_ports()
+{
+	/usr/bin/python3 - "$1" <<'EOF'
+import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(*(s.getsockname()[1] for s in socks))
+EOF
+}
+
+start_node()
+{
+	local node=$1 hosts=$2
+	local dir=$work/$node
+	as_postgres mkdir "$dir"
+	as_postgres initdb -D "$dir/data" -U postgres -A trust --no-sync >/dev/null
+	cat >> "$dir/data/postgresql.conf" <<CONF
+
+# zklock demo
+cluster_name = '$node'
+listen_addresses = '127.0.0.1'
+port = ${port[$node]}
+unix_socket_directories = '$dir'
+zklock.hosts = '$hosts'
+zklock.session_timeout = 5000
+CONF
+	as_postgres pg_ctl -D "$dir/data" -l "$dir/server.log" -w -s start
+	conninfo[$node]="host=$dir port=${port[$node]} user=postgres dbname=postgres"
+	psql_on "$node" -f "$demo/billing.sql"
+	echo "   $node: 127.0.0.1:${port[$node]}"
+}
+
+# run_job METHOD: every worker of every node calls nightly_billing() at the
+# same time; fails if any of them failed.
+run_job()
+{
+	local method=$1
+	local node w i pid failed=0
+	local pids=() calls
+	for node in "${nodes[@]}"; do
+		for w in $(seq "$workers_per_node"); do
+			calls=()
+			for i in $(seq "$runs_per_worker"); do
+				calls+=(-c "CALL nightly_billing('w$w', '$method')")
+			done
+			# psql itself in the background, not a subshell: its pid is
+			# the one to wait for, or to kill.
+			psql "${psql_opts[@]}" -d "${conninfo[$node]}" "${calls[@]}" &
+			pids+=($!)
+		done
+	done
+	for pid in "${pids[@]}"; do
+		wait "$pid" || failed=1
+	done
+	if [ "$failed" -ne 0 ]; then
+		echo "a worker failed: the job is not complete" >&2
+		return 1
+	fi
+}
+
+# timeline METHOD [--exclusive]: the runs of both nodes, merged.
+timeline()
+{
+	local method=$1
+	shift
+	local node
+	for node in "${nodes[@]}"; do
+		psql_on "$node" -F $'\t' -v method="$method" <<'SQL'
+SELECT node, worker, extract(epoch FROM started_at),
+       extract(epoch FROM finished_at), token
+  FROM billing_runs
+ WHERE method = :'method'
+SQL
+	done | /usr/bin/python3 "$demo/timeline.py" "$@"
+}
+
+main()
+{
+	zklock_setup
+
+	work=$(mktemp -d /tmp/zklock-demo.XXXXXX)
+	trap cleanup EXIT
+	chown postgres: "$work"
+	# initdb and pg_ctl run as postgres, in the current directory.
+	cd "$work"
+
+	echo "== starting ZooKeeper"
+	zkdir=$work/zk
+	local hosts
+	hosts=$("$ZKLOCK_SRC/test/zk/zkctl" start "$zkdir")
+	echo "   $hosts"
+
+	echo "== starting PostgreSQL nodes"
+	local ports i
+	read -ra ports <<< "$(free_ports "${#nodes[@]}")"
+	for i in "${!nodes[@]}"; do
+		port[${nodes[$i]}]=${ports[$i]}
+		start_node "${nodes[$i]}" "$hosts"
+	done
+
+	local workers=$((${#nodes[@]} * workers_per_node))
+	echo
+	echo "== nightly_billing under zklock: $workers workers on ${#nodes[@]} nodes, $runs_per_worker runs each"
+	run_job zklock
+	timeline zklock --exclusive
+
+	echo
+	echo "== the same under pg_advisory_xact_lock, which each node keeps to itself"
+	run_job advisory
+	timeline advisory
+	echo
+}
+
+main
