@@ -4,11 +4,24 @@ CREATE EXTENSION dblink;
 
 \dx+ zklock
 
--- Run a query in a brand-new session (closed at once, so its locks go too).
+-- Run a query in a brand-new session, which lets go of every lock it took
+-- before it returns (a disconnect alone frees them a moment later).
 CREATE FUNCTION in_new_session(query text) RETURNS text
-LANGUAGE sql AS $$
-  SELECT r FROM dblink('dbname=' || current_database(), query) AS t(r text)
-$$;
+LANGUAGE plpgsql AS $$
+DECLARE
+  result text;
+BEGIN
+  PERFORM dblink_connect('fresh', 'dbname=' || current_database());
+  BEGIN
+    SELECT r INTO result FROM dblink('fresh', query) AS t(r text);
+    PERFORM * FROM dblink('fresh', 'SELECT zk_lock_release_all()') AS t(n int);
+  EXCEPTION WHEN OTHERS THEN
+    PERFORM dblink_disconnect('fresh');
+    RAISE;
+  END;
+  PERFORM dblink_disconnect('fresh');
+  RETURN result;
+END $$;
 
 -- A second, long-lived session, for locks held by somebody else.
 CREATE FUNCTION in_other_session(query text) RETURNS text
