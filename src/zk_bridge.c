@@ -687,20 +687,24 @@ remove_watch_done(int rc, const void *data)
 	 * client's copy, which it would re-register on reconnect, is left.
 	 */
 	if (retryable(rc))
-		zoo_remove_watches(task->zh, task->path, ZWATCHTYPE_DATA,
-						   predecessor_watcher, NULL, 1);
+		zoo_remove_all_watches(task->zh, task->path, ZWATCHTYPE_DATA, 1);
 	janitor_free(task);
 }
 
-/* Any thread: stop watching a predecessor we no longer wait for. */
+/*
+ * Any thread: stop watching a predecessor we no longer wait for.  "All"
+ * watches, because only that request (removeWatches) drops the server's
+ * watch: the other one (checkWatches) only forgets the client's.  We never
+ * set more than one data watch on a path.
+ */
 void
 bridge_remove_watch(zhandle_t *zh, const char *path)
 {
 	JanitorTask *task = janitor_task(zh, path, NULL, false);
 
-	if (task && zoo_aremove_watches(zh, path, ZWATCHTYPE_DATA,
-									predecessor_watcher, NULL, 0,
-									(void_completion_t *) remove_watch_done, task) != ZOK)
+	if (task && zoo_aremove_all_watches(zh, path, ZWATCHTYPE_DATA, 0,
+										(void_completion_t *) remove_watch_done,
+										task) != ZOK)
 		janitor_free(task);		/* ZNOWATCHER: it fired already */
 }
 

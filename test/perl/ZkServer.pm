@@ -235,6 +235,29 @@ sub live_sessions
 	return \%sids;
 }
 
+# { path => [session ids watching it] } from every running server ('wchp').
+sub watches
+{
+	my ($self) = @_;
+	my %watches;
+	for my $i ($self->running)
+	{
+		my $path;
+		for my $line (split /\n/, $self->flw($i, 'wchp') // '')
+		{
+			if ($line =~ m{^(/\S*)})
+			{
+				$path = $1;
+			}
+			elsif ($line =~ /^\s+(0x[0-9a-fA-F]+)/ && defined $path)
+			{
+				push @{ $watches{$path} }, lc $1;
+			}
+		}
+	}
+	return \%watches;
+}
+
 # [ [path, owner], ... ] for every node under root (owner 0x0 if persistent).
 sub tree
 {
