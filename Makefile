@@ -10,6 +10,7 @@ OBJS = \
 	src/lock_recipe.o \
 	src/lock_table.o \
 	src/xact_hooks.o \
+	src/lost_locks.o \
 	src/sql_functions.o
 
 EXTENSION = zklock

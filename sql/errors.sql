@@ -14,6 +14,7 @@ SET zklock.hosts = '127.0.0.1:70000';
 SET zklock.hosts = '127.0.0.1:2181,';
 SET zklock.hosts = '127.0.0.1:2181/';
 SET zklock.hosts = '127.0.0.1:2181/bad//chroot';
+RESET zklock.hosts;
 SET zklock.root = 'zklock';
 SET zklock.root = '/';
 SET zklock.root = '/zookeeper/x';
@@ -21,6 +22,21 @@ SET zklock.root = '/a/';
 SET zklock.root = '/a/../b';
 SET zklock.session_timeout = 10;
 SET zklock.connect_timeout = 0;
+SET zklock.on_lost_lock = 'ignore';
+SET zklock.on_lost_lock = 'warning';
+RESET zklock.on_lost_lock;
+-- The form of zklock.auth is checked when a session opens, so that no error
+-- message ever shows the password.
+SET zklock.auth = 'no-colon-secret';
+SELECT zk_lock_acquire('auth');
+SET zklock.auth = ':secret';
+SELECT zk_lock_acquire('auth');
+SET zklock.auth = 'user:';
+SELECT zk_lock_acquire('auth');
+RESET zklock.auth;
+SHOW zklock.auth;
+-- A huge timeout is fine; a free lock is granted at once.
+SELECT zk_lock_acquire('huge', 2147483647), zk_lock_release('huge');
 
 -- Ordinary users cannot point zklock elsewhere.
 CREATE ROLE zklock_plain_user;
@@ -28,6 +44,10 @@ SET ROLE zklock_plain_user;
 SET zklock.hosts = '127.0.0.1:2181';
 SET zklock.root = '/elsewhere';
 SET zklock.connect_timeout = 1000;
+SET zklock.auth = 'someone:secret';
+SHOW zklock.auth;
+SELECT count(*) FROM pg_settings WHERE name = 'zklock.auth';
+SET zklock.on_lost_lock = 'warning';
 RESET ROLE;
 DROP ROLE zklock_plain_user;
 

@@ -1,5 +1,11 @@
+-- No ZooKeeper session before the first call that needs one.
+SELECT * FROM zk_session();
+
 -- Every SQL function once, on free locks.
 SELECT zk_lock_acquire('surface');
+SELECT state, session_id ~ '^0x[0-9a-f]+$' AS has_id, timeout_ms,
+       server LIKE '127.0.0.1:%' AS server_known, since_contact_ms, locks
+  FROM zk_session();
 SELECT * FROM my_locks;
 SELECT zk_lock_token('surface') > 0 AS token_known,
        zk_lock_token('not-held') IS NULL AS token_null_when_not_held;
@@ -11,6 +17,7 @@ SELECT in_new_session($$SELECT zk_lock_xact_try_acquire('surface')::text$$) AS o
 
 SELECT zk_lock_release('surface');
 SELECT * FROM my_locks;
+SELECT state, locks FROM zk_session();
 -- Released: another session gets it at once.
 SELECT in_new_session($$SELECT zk_lock_try_acquire('surface')::text$$) AS other_try;
 

@@ -77,3 +77,17 @@ CREATE VIEW zk_locks AS SELECT * FROM zk_locks();
 
 COMMENT ON VIEW zk_locks IS
 'zklock locks held by this backend, one row per lock and scope';
+
+CREATE FUNCTION zk_session(
+    OUT state text,
+    OUT session_id text,
+    OUT timeout_ms integer,
+    OUT server text,
+    OUT since_contact_ms bigint,
+    OUT locks integer)
+RETURNS record
+AS 'MODULE_PATHNAME', 'zk_session'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION zk_session() IS
+'this backend''s ZooKeeper session: state (none, connecting, connected, suspended, lost), id, negotiated timeout, server, milliseconds since last contact, locks held';

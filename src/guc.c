@@ -2,10 +2,11 @@
  * guc.c
  *	  Definitions and validation of the zklock.* settings.
  *
- * Where the backend connects (hosts, root) is superuser-only: an ordinary
- * user must not be able to point the backend at another ensemble or lock
- * tree.  The session timeout is superuser-only too, because it decides how
- * long a crashed holder blocks everybody else.
+ * Where the backend connects (hosts, root) and with which credentials
+ * (auth) is superuser-only: an ordinary user must not be able to point the
+ * backend at another ensemble or lock tree, nor read the credentials.  The
+ * session timeout is superuser-only too, because it decides how long a
+ * crashed holder blocks everybody else.
  */
 #include "postgres.h"
 
@@ -20,6 +21,14 @@ char	   *zklock_hosts = NULL;
 char	   *zklock_root = NULL;
 int			zklock_session_timeout = 10000;
 int			zklock_connect_timeout = 5000;
+char	   *zklock_auth = NULL;
+int			zklock_on_lost_lock = ON_LOST_LOCK_ERROR;
+
+static const struct config_enum_entry on_lost_lock_options[] = {
+	{"error", ON_LOST_LOCK_ERROR, false},
+	{"warning", ON_LOST_LOCK_WARNING, false},
+	{NULL, 0, false}
+};
 
 /*
  * A ZooKeeper connection string: host:port[,host:port...][/chroot].
@@ -161,6 +170,29 @@ zklock_define_gucs(void)
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	/*
+	 * No check hook: PostgreSQL would echo a rejected value, password and
+	 * all, in the error message.  The form is checked when a session opens.
+	 */
+	DefineCustomStringVariable("zklock.auth",
+							   "ZooKeeper digest credentials, user:password.",
+							   "Empty: no authentication.  Nodes created with credentials can be changed only by that identity.",
+							   &zklock_auth,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("zklock.on_lost_lock",
+							 "What COMMIT does when a zklock lock held during the transaction was lost.",
+							 "error rolls the transaction back; warning commits it with a WARNING.",
+							 &zklock_on_lost_lock,
+							 ON_LOST_LOCK_ERROR,
+							 on_lost_lock_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("zklock");

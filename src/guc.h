@@ -9,6 +9,15 @@ extern char *zklock_hosts;
 extern char *zklock_root;
 extern int	zklock_session_timeout;
 extern int	zklock_connect_timeout;
+extern char *zklock_auth;
+extern int	zklock_on_lost_lock;
+
+/* zklock.on_lost_lock */
+typedef enum OnLostLock
+{
+	ON_LOST_LOCK_ERROR,
+	ON_LOST_LOCK_WARNING
+} OnLostLock;
 
 extern void zklock_define_gucs(void);
 

@@ -62,20 +62,19 @@ typedef struct Attempt
 void
 zk_report_error(int rc, const char *action, const char *path)
 {
-	int			sqlstate;
-
 	if (rc == ZNOAUTH || rc == ZAUTHFAILED)
-		sqlstate = ERRCODE_INSUFFICIENT_PRIVILEGE;
-	else if (rc == ZCONNECTIONLOSS || rc == ZSESSIONEXPIRED ||
-			 rc == ZOPERATIONTIMEOUT || rc == ZCLOSING || rc == ZINVALIDSTATE)
-		sqlstate = ERRCODE_CONNECTION_FAILURE;
-	else
-		sqlstate = ERRCODE_SYSTEM_ERROR;
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to %s ZooKeeper node \"%s\"", action, path),
+				 errdetail("ZooKeeper answered: %s.", zerror(rc)),
+				 errhint("The node's ACL does not admit this session's credentials: set zklock.auth to the credentials the lock tree was created with.")));
 
 	ereport(ERROR,
-			(errcode(sqlstate),
-			 errmsg("could not %s ZooKeeper node \"%s\": %s", action, path, zerror(rc)),
-			 rc == ZNOAUTH ? errhint("Check the ACL of the node and the credentials zklock uses.") : 0));
+			(errcode(rc == ZCONNECTIONLOSS || rc == ZSESSIONEXPIRED ||
+					 rc == ZOPERATIONTIMEOUT || rc == ZCLOSING ||
+					 rc == ZINVALIDSTATE ?
+					 ERRCODE_CONNECTION_FAILURE : ERRCODE_SYSTEM_ERROR),
+			 errmsg("could not %s ZooKeeper node \"%s\": %s", action, path, zerror(rc))));
 }
 
 /* Milliseconds the attempt may still wait: -1 without limit, 0 when out. */
@@ -187,7 +186,7 @@ create_parents(Attempt *a)
 			bool		last = (*p == '\0');
 
 			*p = '\0';
-			reqs[n++] = bridge_create(a->zh, path, "", 0, &ZOO_OPEN_ACL_UNSAFE,
+			reqs[n++] = bridge_create(a->zh, path, "", 0, zk_session_acl(),
 									  last ? ZOO_CONTAINER : ZOO_PERSISTENT, NULL);
 			if (last)
 				break;
@@ -237,7 +236,7 @@ static void
 send_create(Attempt *a)
 {
 	a->create = bridge_create(a->zh, a->prefix, a->data, strlen(a->data),
-							  &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+							  zk_session_acl(), ZOO_EPHEMERAL_SEQUENTIAL,
 							  a->tag);
 	a->children = bridge_get_children(a->zh, a->parent);
 }
@@ -291,7 +290,15 @@ find_lost_create(Attempt *a)
 			a->node = psprintf("%s/%s", a->parent, a->children->children[i]);
 	free_request(&a->children);
 	if (a->node == NULL)
+	{
+		ereport(LOG,
+				(errmsg("zklock: the reply to creating a node under \"%s\" was lost and the node does not exist; creating it again",
+						a->parent)));
 		return true;
+	}
+	ereport(LOG,
+			(errmsg("zklock: the reply to creating \"%s\" was lost; the node exists and is adopted",
+					a->node)));
 
 	if (!request_until_answered(a, &a->stat, bridge_stat, a->node))
 		return false;

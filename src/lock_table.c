@@ -211,16 +211,20 @@ lock_table_release_all_session(void)
 
 /*
  * Forget, with a WARNING each, the locks whose ZooKeeper session is gone.
- * live_generation is the session still usable, 0 if none is.
+ * live_generation is the session still usable, 0 if none is.  Returns how
+ * many were forgotten; *first gets the name of one of them, *named_lost
+ * whether one was called name.
  */
-void
-lock_table_forget_lost(uint64 live_generation)
+int
+lock_table_forget_lost(uint64 live_generation, const char *name,
+					   bool *named_lost, char *first)
 {
 	HASH_SEQ_STATUS status;
 	LockEntry  *entry;
+	int			forgotten = 0;
 
 	if (lock_table == NULL)
-		return;
+		return 0;
 	hash_seq_init(&status, lock_table);
 	while ((entry = hash_seq_search(&status)) != NULL)
 	{
@@ -231,8 +235,13 @@ lock_table_forget_lost(uint64 live_generation)
 				 errmsg("zklock lock \"%s\" was lost", entry->name),
 				 errdetail("Its ZooKeeper session expired or was disconnected for longer than the session timeout, so other sessions may have held it since."),
 				 errhint("Use fencing tokens (zk_lock_token) to make stale holders harmless.")));
+		if (forgotten++ == 0)
+			strlcpy(first, entry->name, ZKLOCK_NAME_MAX + 1);
+		if (name != NULL && strcmp(entry->name, name) == 0)
+			*named_lost = true;
 		drop_entry(entry, false);
 	}
+	return forgotten;
 }
 
 void

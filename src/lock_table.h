@@ -48,7 +48,8 @@ extern void lock_table_add_hold(LockEntry *entry, LockScope scope);
 extern bool lock_table_release_session(LockEntry *entry);
 extern int	lock_table_release_all_session(void);
 extern int	lock_table_count(void);
-extern void lock_table_forget_lost(uint64 live_generation);
+extern int	lock_table_forget_lost(uint64 live_generation, const char *name,
+								   bool *named_lost, char *first);
 
 extern void lock_table_subxact_commit(SubTransactionId mine,
 									  SubTransactionId parent);

@@ -10,12 +10,13 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "access/htup_details.h"
 #include "utils/tuplestore.h"
 
 #include "lock_name.h"
 #include "lock_recipe.h"
 #include "lock_table.h"
-#include "zk_bridge.h"
+#include "lost_locks.h"
 #include "zk_session.h"
 
 PG_FUNCTION_INFO_V1(zk_lock_acquire);
@@ -26,6 +27,7 @@ PG_FUNCTION_INFO_V1(zk_lock_release);
 PG_FUNCTION_INFO_V1(zk_lock_release_all);
 PG_FUNCTION_INFO_V1(zk_lock_token);
 PG_FUNCTION_INFO_V1(zk_locks);
+PG_FUNCTION_INFO_V1(zk_session);
 
 /* The lock name argument, checked. */
 static char *
@@ -59,19 +61,6 @@ timeout_arg(FunctionCallInfo fcinfo, int argno)
 	return timeout_ms;
 }
 
-/*
- * Every call first reports what the client threads queued and writes off
- * the locks of a session that is gone.
- */
-static void
-forget_lost_locks(void)
-{
-	ZkSessionStatus status = zk_session_status();
-
-	bridge_emit_messages();
-	lock_table_forget_lost(status == ZK_SESSION_LOST ? 0 : zk_session_generation());
-}
-
 static bool
 acquire(const char *name, LockScope scope, int timeout_ms)
 {
@@ -81,7 +70,7 @@ acquire(const char *name, LockScope scope, int timeout_ms)
 	char	   *parent;
 	HeldNode	held;
 
-	forget_lost_locks();
+	lost_locks_forget(NULL);
 	entry = lock_table_find(name);
 	if (entry != NULL)
 	{
@@ -142,7 +131,9 @@ zk_lock_release(PG_FUNCTION_ARGS)
 	char	   *name = name_arg(fcinfo, 0);
 	LockEntry  *entry;
 
-	forget_lost_locks();
+	/* A lost lock is not held; its WARNING says so already. */
+	if (lost_locks_forget(name))
+		PG_RETURN_BOOL(false);
 	entry = lock_table_find(name);
 	if (entry != NULL && lock_table_release_session(entry))
 	{
@@ -164,7 +155,7 @@ zk_lock_release_all(PG_FUNCTION_ARGS)
 {
 	int			released;
 
-	forget_lost_locks();
+	lost_locks_forget(NULL);
 	released = lock_table_release_all_session();
 	lock_recipe_await_releases(true);
 	PG_RETURN_INT32(released);
@@ -176,7 +167,7 @@ zk_lock_token(PG_FUNCTION_ARGS)
 	char	   *name = name_arg(fcinfo, 0);
 	LockEntry  *entry;
 
-	forget_lost_locks();
+	lost_locks_forget(NULL);
 	entry = lock_table_find(name);
 	if (entry == NULL)
 		PG_RETURN_NULL();
@@ -200,7 +191,7 @@ emit_row(Tuplestorestate *store, TupleDesc desc, LockEntry *entry,
 	values[3] = CStringGetTextDatum(entry->node);
 	values[4] = Int64GetDatum(entry->token);
 	values[5] = TimestampTzGetDatum(entry->acquired_at);
-	values[6] = CStringGetTextDatum("held");
+	values[6] = CStringGetTextDatum(lost_locks_state(entry));
 	tuplestore_putvalues(store, desc, values, nulls);
 }
 
@@ -217,11 +208,50 @@ emit_entry(LockEntry *entry, void *arg)
 				 entry->xact_count);
 }
 
+/* Lists lost locks as such, rather than forgetting them. */
 Datum
 zk_locks(PG_FUNCTION_ARGS)
 {
-	forget_lost_locks();
 	InitMaterializedSRF(fcinfo, 0);
 	lock_table_visit(emit_entry, fcinfo->resultinfo);
 	return (Datum) 0;
+}
+
+/* ---- zk_session ---- */
+
+#define ZK_SESSION_COLS 6
+
+Datum
+zk_session(PG_FUNCTION_ARGS)
+{
+	static const char *const status_names[] = {
+		[ZK_SESSION_NONE] = "none",
+		[ZK_SESSION_CONNECTING] = "connecting",
+		[ZK_SESSION_CONNECTED] = "connected",
+		[ZK_SESSION_SUSPENDED] = "suspended",
+		[ZK_SESSION_LOST] = "lost",
+	};
+	ZkSessionInfo info;
+	TupleDesc	desc;
+	Datum		values[ZK_SESSION_COLS];
+	bool		nulls[ZK_SESSION_COLS] = {0};
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	zk_session_describe(&info);
+
+	values[0] = CStringGetTextDatum(status_names[info.status]);
+	if (info.session_id != 0)
+		values[1] = CStringGetTextDatum(psprintf("0x%llx",
+												 (unsigned long long) info.session_id));
+	else
+		nulls[1] = true;
+	values[2] = Int32GetDatum(info.timeout_ms);
+	nulls[2] = info.timeout_ms == 0;
+	values[3] = CStringGetTextDatum(info.server);
+	nulls[3] = info.server[0] == '\0';
+	values[4] = Int64GetDatum(info.since_contact_ms);
+	nulls[4] = info.status == ZK_SESSION_NONE;
+	values[5] = Int32GetDatum(lock_table_count());
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }

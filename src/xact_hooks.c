@@ -16,6 +16,7 @@
 
 #include "lock_recipe.h"
 #include "lock_table.h"
+#include "lost_locks.h"
 #include "xact_hooks.h"
 
 static void
@@ -23,6 +24,9 @@ xact_callback(XactEvent event, void *arg)
 {
 	switch (event)
 	{
+		case XACT_EVENT_PRE_COMMIT:
+			lost_locks_pre_commit();
+			break;
 		case XACT_EVENT_PRE_PREPARE:
 			if (lock_table_xact_touched())
 				ereport(ERROR,
@@ -33,11 +37,13 @@ xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			lock_table_xact_end(true);
+			lost_locks_xact_end();
 			lock_recipe_await_releases(false);
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			lock_table_xact_end(false);
+			lost_locks_xact_end();
 			lock_recipe_await_releases(false);
 			break;
 		default:

@@ -30,7 +30,12 @@ static zhandle_t *zh = NULL;
 
 /* Settings the open session was made with; a change applies to the next one. */
 static char *session_hosts = NULL;
+static char *session_auth = NULL;
 static int	session_timeout_requested = 0;
+
+/* With credentials: the creator may do anything, everybody may read. */
+static struct ACL protected_acl_entries[2];
+static struct ACL_vector protected_acl = {2, protected_acl_entries};
 
 /* Bumped for every session opened; tells which session owns a node. */
 static uint64 generation = 0;
@@ -114,6 +119,20 @@ zk_session_check_alive(const char *what)
 				 errhint("The next zklock call opens a new session.")));
 }
 
+/* ERROR unless zklock.auth is empty or user:password; never shows it. */
+static void
+check_auth_form(void)
+{
+	const char *colon = strchr(zklock_auth, ':');
+
+	if (zklock_auth[0] != '\0' &&
+		(colon == NULL || colon == zklock_auth || colon[1] == '\0'))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock.auth must have the form user:password"),
+				 errhint("Leave it empty to use ZooKeeper without authentication.")));
+}
+
 static void
 open_handle(void)
 {
@@ -122,6 +141,7 @@ open_handle(void)
 	int			save_errno;
 	MemoryContext old;
 
+	check_auth_form();
 	bridge_init();
 	bridge_session_reset();
 	zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
@@ -144,6 +164,22 @@ open_handle(void)
 						   strerror(save_errno)),
 				 errhint("Check that every host in zklock.hosts resolves.")));
 
+	/* Queued by the client and sent right after every (re)connect. */
+	if (zklock_auth[0] != '\0')
+	{
+		int			rc = zoo_add_auth(zh, "digest", zklock_auth,
+									  strlen(zklock_auth), NULL, NULL);
+
+		if (rc != ZOK)
+		{
+			zookeeper_close(zh);
+			zh = NULL;
+			ereport(ERROR,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("could not add ZooKeeper credentials: %s", zerror(rc))));
+		}
+	}
+
 	generation++;
 	if (!pg_strong_random(&tag_session_bits, sizeof(tag_session_bits)))
 		tag_session_bits = ((uint64) MyProcPid << 32) ^ (uint64) MyStartTime;
@@ -152,7 +188,10 @@ open_handle(void)
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	if (session_hosts)
 		pfree(session_hosts);
+	if (session_auth)
+		pfree(session_auth);
 	session_hosts = pstrdup(zklock_hosts);
+	session_auth = pstrdup(zklock_auth);
 	session_timeout_requested = zklock_session_timeout;
 	MemoryContextSwitchTo(old);
 
@@ -214,6 +253,7 @@ zk_session_require(bool have_locks)
 	if (zh != NULL)
 	{
 		bool		settings_changed = strcmp(session_hosts, zklock_hosts) != 0 ||
+			strcmp(session_auth, zklock_auth) != 0 ||
 			session_timeout_requested != zklock_session_timeout;
 
 		if (zk_session_status() == ZK_SESSION_LOST ||
@@ -224,6 +264,61 @@ zk_session_require(bool have_locks)
 		open_handle();
 	wait_connected();
 	return zh;
+}
+
+/* The ACL for nodes this session creates. */
+const struct ACL_vector *
+zk_session_acl(void)
+{
+	if (session_auth == NULL || session_auth[0] == '\0')
+		return &ZOO_OPEN_ACL_UNSAFE;
+	protected_acl_entries[0].perms = ZOO_PERM_ALL;
+	protected_acl_entries[0].id.scheme = "auth";
+	protected_acl_entries[0].id.id = "";
+	protected_acl_entries[1].perms = ZOO_PERM_READ;
+	protected_acl_entries[1].id.scheme = "world";
+	protected_acl_entries[1].id.id = "anyone";
+	return &protected_acl;
+}
+
+/*
+ * While the session is suspended, wait until it is connected again or lost;
+ * the local clock declares it lost once the session timeout has passed since
+ * the disconnect, so this wait is bounded.  Serves interrupts.
+ */
+ZkSessionStatus
+zk_session_await_verdict(void)
+{
+	ZkSessionStatus status;
+
+	while ((status = zk_session_status()) == ZK_SESSION_SUSPENDED)
+	{
+		ZkSessionSnapshot snap;
+		int64		left;
+
+		bridge_session_snapshot(&snap);
+		left = snap.changed_at_ms + snap.timeout_ms + 1 - bridge_now_ms();
+		bridge_wait(left > 0 ? left : 1);
+	}
+	return status;
+}
+
+/* What zk_session() shows. */
+void
+zk_session_describe(ZkSessionInfo *info)
+{
+	ZkSessionSnapshot snap;
+
+	memset(info, 0, sizeof(*info));
+	info->status = zk_session_status();
+	if (info->status == ZK_SESSION_NONE)
+		return;
+	bridge_session_snapshot(&snap);
+	info->session_id = snap.session_id;
+	info->timeout_ms = snap.timeout_ms;
+	strlcpy(info->server, snap.server, sizeof(info->server));
+	if (info->status == ZK_SESSION_SUSPENDED || info->status == ZK_SESSION_LOST)
+		info->since_contact_ms = bridge_now_ms() - snap.changed_at_ms;
 }
 
 /* Fill tag with a fresh attempt tag: unique per create, UUID-shaped. */

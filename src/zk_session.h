@@ -19,7 +19,20 @@ typedef enum ZkSessionStatus
 	ZK_SESSION_LOST				/* expired, refused, or silent too long */
 } ZkSessionStatus;
 
+/* What zk_session() shows. */
+typedef struct ZkSessionInfo
+{
+	ZkSessionStatus status;
+	int64		session_id;		/* 0 before the first connect */
+	int			timeout_ms;		/* negotiated */
+	char		server[64];		/* last connected server */
+	int64		since_contact_ms;	/* 0 while connected */
+} ZkSessionInfo;
+
 extern zhandle_t *zk_session_require(bool have_locks);
+extern const struct ACL_vector *zk_session_acl(void);
+extern ZkSessionStatus zk_session_await_verdict(void);
+extern void zk_session_describe(ZkSessionInfo *info);
 extern ZkSessionStatus zk_session_status(void);
 extern uint64 zk_session_generation(void);
 extern zhandle_t *zk_session_handle(uint64 generation);

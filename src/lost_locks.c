@@ -1,0 +1,86 @@
+/*
+ * lost_locks.c
+ *	  Locks lost with their ZooKeeper session: what state a lock is in, how a
+ *	  loss is reported, and the commit guard.
+ *
+ * While the backend is disconnected from ZooKeeper its locks are uncertain:
+ * the session may still live, or the server may have expired it and granted
+ * the locks to others.  They are lost once the session expired, or once the
+ * local clock says it must have (see zk_session_status).
+ *
+ * A lost lock is reported with a WARNING by the next zklock call, or by
+ * COMMIT, and forgotten.  A transaction during which the backend held a lock
+ * that was lost must not commit as if it had held it all along: the commit
+ * guard waits at PRE_COMMIT for an uncertain session to be judged, then
+ * fails the commit (zklock.on_lost_lock = error) or warns (warning).
+ */
+#include "postgres.h"
+
+#include "guc.h"
+#include "lost_locks.h"
+#include "zk_bridge.h"
+#include "zk_session.h"
+
+/* A lock was lost while this transaction ran, and its name. */
+static bool lost_in_xact = false;
+static char lost_name[ZKLOCK_NAME_MAX + 1];
+
+const char *
+lost_locks_state(LockEntry *entry)
+{
+	ZkSessionStatus status = zk_session_status();
+
+	if (entry->generation != zk_session_generation() ||
+		status == ZK_SESSION_LOST)
+		return "lost";
+	return status == ZK_SESSION_CONNECTED ? "held" : "uncertain";
+}
+
+/*
+ * Report what the client threads queued, then report and forget every lock
+ * lost with its session.  True if one of them was called name.
+ */
+bool
+lost_locks_forget(const char *name)
+{
+	ZkSessionStatus status = zk_session_status();
+	uint64		live = status == ZK_SESSION_LOST ? 0 : zk_session_generation();
+	bool		named_lost = false;
+	char		first[ZKLOCK_NAME_MAX + 1];
+
+	bridge_emit_messages();
+	if (lock_table_forget_lost(live, name, &named_lost, first) > 0 &&
+		!lost_in_xact)
+	{
+		lost_in_xact = true;
+		strlcpy(lost_name, first, sizeof(lost_name));
+	}
+	return named_lost;
+}
+
+void
+lost_locks_pre_commit(void)
+{
+	/* Best effort needs no verdict; only a loss already known is reported. */
+	if (lock_table_count() > 0 && zklock_on_lost_lock == ON_LOST_LOCK_ERROR)
+		zk_session_await_verdict();
+	lost_locks_forget(NULL);
+
+	if (!lost_in_xact)
+		return;
+	lost_in_xact = false;
+	ereport(zklock_on_lost_lock == ON_LOST_LOCK_ERROR ? ERROR : WARNING,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("zklock lock \"%s\" was lost before the transaction committed",
+					lost_name),
+			 errdetail("Its ZooKeeper session expired or was disconnected for longer than the session timeout while this backend held it, so another session may have held the lock while this transaction ran."),
+			 zklock_on_lost_lock == ON_LOST_LOCK_ERROR ?
+			 errhint("The transaction is rolled back.  Acquire the lock again and retry, or set zklock.on_lost_lock = warning to commit regardless.") :
+			 errhint("The transaction commits anyway because zklock.on_lost_lock = warning.")));
+}
+
+void
+lost_locks_xact_end(void)
+{
+	lost_in_xact = false;
+}
