@@ -21,6 +21,7 @@ use POSIX qw(:sys_wait_h);
 use Time::HiRes qw(sleep time);
 
 my $ZKTREE = dirname(__FILE__) . '/../zk/zktree.py';
+my $TCPPROXY = dirname(__FILE__) . '/../zk/tcpproxy.py';
 my %ports_taken;
 my @live_objects;
 
@@ -353,6 +354,62 @@ sub stop
 	return;
 }
 
+# Start a TCP proxy in front of every server (test/zk/tcpproxy.py); returns
+# the connection string that goes through it.
+sub start_proxy
+{
+	my ($self) = @_;
+	my @pairs;
+	for my $i (1 .. $self->{servers})
+	{
+		$self->{proxy_port}{$i} = free_port();
+		push @pairs, "$self->{proxy_port}{$i}:$self->{client_port}{$i}";
+	}
+	pipe(my $ready_r, my $ready_w) or croak "pipe: $!";
+	my $pid = fork();
+	croak "fork: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		close $ready_r;
+		open STDIN, '<', '/dev/null';
+		open STDOUT, '>&', $ready_w;
+		open STDERR, '>>', "$self->{dir}/proxy.log";
+		{ exec '/usr/bin/python3', $TCPPROXY, @pairs; }
+		POSIX::_exit(127);
+	}
+	close $ready_w;
+	my $line = <$ready_r>;
+	croak "proxy did not start; see $self->{dir}/proxy.log"
+	  unless defined $line && $line =~ /ready/;
+	$self->{proxy_pid} = $pid;
+	return $self->proxy_hosts;
+}
+
+sub proxy_hosts
+{
+	my ($self) = @_;
+	return join ',',
+	  map { "127.0.0.1:$self->{proxy_port}{$_}" } 1 .. $self->{servers};
+}
+
+# 'USR1': drop every connection; 'USR2': lose the reply to each connection's
+# next request.
+sub proxy_signal
+{
+	my ($self, $sig) = @_;
+	kill $sig, $self->{proxy_pid} or croak "kill $sig proxy: $!";
+	return;
+}
+
+sub stop_proxy
+{
+	my ($self) = @_;
+	my $pid = delete $self->{proxy_pid} or return;
+	kill 'TERM', $pid;
+	waitpid($pid, 0);
+	return;
+}
+
 # Write the pids so that another process can stop the servers (zkctl).
 sub save_state
 {
@@ -370,7 +427,9 @@ sub DESTROY
 {
 	my ($self) = @_;
 	local ($?, $!, $@);
-	$self->stop unless $self->{keep};
+	return if $self->{keep};
+	$self->stop_proxy;
+	$self->stop;
 }
 
 END
@@ -378,7 +437,9 @@ END
 	local $?;
 	for my $zk (@live_objects)
 	{
-		$zk->stop if $zk && !$zk->{keep};
+		next unless $zk && !$zk->{keep};
+		$zk->stop_proxy;
+		$zk->stop;
 	}
 }
 

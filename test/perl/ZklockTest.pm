@@ -22,7 +22,9 @@ our @EXPORT = qw(
   ZK_ROOT start_zk zk_node
   no_orphans_ok tree_empty_ok
   install_cs_log check_critical_sections
-  wait_for_wait_event elapsed_since);
+  wait_for_wait_event elapsed_since
+  session send_query wait_marker zk_session_field wait_session_state
+  cs_begin_sql cs_end_sql cs_waiter_sql queue_nodes);
 
 use constant ZK_ROOT => '/zklock_tap';
 
@@ -121,6 +123,8 @@ sub check_critical_sections
 		push @rows, map { [ split /\|/ ] } grep { length } split /\n/, $out;
 	}
 	@rows = sort { $a->[4] <=> $b->[4] } @rows;
+	is(scalar(grep { !defined $_->[5] || $_->[5] eq '' } @rows), 0,
+		'every recorded critical section has an end');
 	my ($overlaps, $token_regressions) = (0, 0);
 	for my $k (1 .. $#rows)
 	{
@@ -148,6 +152,97 @@ sub wait_for_wait_event
 	return $node->poll_query_until('postgres', qq{
 SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity
  WHERE application_name = '$appname'}, 'Extension/Extension');
+}
+
+# A background psql session on $node, named $name, that goes on after errors.
+sub session
+{
+	my ($node, $name) = @_;
+	my $s = $node->background_psql('postgres', on_error_stop => 0, timeout => 300);
+	$s->query_safe("SET application_name = '$name'");
+	return $s;
+}
+
+# Send SQL without waiting for it; wait_marker collects its output later.
+sub send_query
+{
+	my ($s, $sql, $marker) = @_;
+	$s->{stdin} .= "$sql;\n\\echo $marker\n";
+	$s->{run}->pump_nb;
+	return;
+}
+
+sub wait_marker
+{
+	my ($s, $marker) = @_;
+	return $s->query_until(qr/\Q$marker\E/, '');
+}
+
+sub zk_session_field
+{
+	my ($s, $field) = @_;
+	return $s->query_safe("SELECT $field FROM zk_session()");
+}
+
+# Poll zk_session().state in $s until it is $state; returns the seconds it
+# took, or undef on timeout.
+sub wait_session_state
+{
+	my ($s, $state, $timeout) = @_;
+	my $t0 = time;
+	while (time - $t0 < ($timeout // 60))
+	{
+		return time - $t0 if zk_session_field($s, 'state') eq $state;
+		sleep 0.05;
+	}
+	return undef;
+}
+
+# A holder's critical section, recorded inside the transaction that holds the
+# lock: only committed sections count, which is what the commit guard is for.
+sub cs_begin_sql
+{
+	my ($lock, $worker) = @_;
+	return qq{BEGIN;
+SELECT zk_lock_xact_acquire('$lock');
+INSERT INTO cs SELECT current_setting('cluster_name'), '$worker', 0,
+                      zk_lock_token('$lock'), clock_timestamp(), NULL};
+}
+
+sub cs_end_sql
+{
+	my ($worker) = @_;
+	return qq{UPDATE cs SET finished = clock_timestamp()
+ WHERE worker = '$worker' AND finished IS NULL;
+COMMIT};
+}
+
+# One critical section in one statement: for waiters.
+sub cs_waiter_sql
+{
+	my ($lock, $worker, $timeout_ms) = @_;
+	$timeout_ms //= 'NULL';
+	return qq{DO \$\$
+DECLARE
+  t0 timestamptz;
+BEGIN
+  IF zk_lock_xact_acquire('$lock', $timeout_ms) THEN
+    t0 := clock_timestamp();
+    PERFORM pg_sleep(0.02);
+    INSERT INTO cs VALUES (current_setting('cluster_name'), '$worker', 0,
+                           zk_lock_token('$lock'), t0, clock_timestamp());
+  END IF;
+END \$\$};
+}
+
+# The lock nodes queued under a lock's parent, in queue order.
+sub queue_nodes
+{
+	my ($zk, $lock) = @_;
+	my $parent = ZK_ROOT . "/$lock";
+	return [ sort { substr($a, -10) <=> substr($b, -10) }
+		  map { $_->[0] }
+		  grep { $_->[0] =~ m{^\Q$parent\E/} } @{ $zk->ephemerals(ZK_ROOT) } ];
 }
 
 sub elapsed_since

@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""A loopback TCP proxy that loses replies on demand, for fault tests.
+
+Usage: tcpproxy.py LISTEN_PORT:TARGET_PORT [LISTEN_PORT:TARGET_PORT ...]
+
+Forwards 127.0.0.1:LISTEN_PORT to 127.0.0.1:TARGET_PORT and prints "ready"
+once listening.  Signals:
+
+  SIGUSR1  drop every open connection at once;
+  SIGUSR2  cut every open connection right after it has forwarded the
+           client's next request: the server gets the request and acts on
+           it, but its reply never reaches the client (a lost reply).
+
+A cut resets the client's side and closes the server's side after the data,
+so the server still reads the request.  New connections are accepted as
+usual.  SIGTERM stops the proxy.
+"""
+import asyncio
+import signal
+import socket
+import struct
+import sys
+
+connections = set()
+
+
+class Connection:
+    def __init__(self, client_writer, server_writer):
+        self.client_writer = client_writer
+        self.server_writer = server_writer
+        self.cut_after_request = False
+        self.closed = False
+
+    def drop(self):
+        """Reset the client's side, close the server's side gracefully."""
+        if self.closed:
+            return
+        self.closed = True
+        sock = self.client_writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                            struct.pack("ii", 1, 0))
+        self.client_writer.transport.abort()
+        self.server_writer.close()
+        connections.discard(self)
+
+
+async def pump(reader, writer, conn, from_client):
+    try:
+        while not conn.closed:
+            data = await reader.read(65536)
+            if not data:
+                break
+            writer.write(data)
+            await writer.drain()
+            if from_client and conn.cut_after_request:
+                break
+    except (ConnectionError, OSError):
+        pass
+    conn.drop()
+
+
+async def handle(client_reader, client_writer, target_port):
+    try:
+        server_reader, server_writer = await asyncio.open_connection(
+            "127.0.0.1", target_port)
+    except OSError:
+        client_writer.transport.abort()
+        return
+    conn = Connection(client_writer, server_writer)
+    connections.add(conn)
+    await asyncio.gather(
+        pump(client_reader, server_writer, conn, True),
+        pump(server_reader, client_writer, conn, False))
+
+
+def drop_all():
+    for conn in list(connections):
+        conn.drop()
+
+
+def cut_after_next_request():
+    for conn in list(connections):
+        conn.cut_after_request = True
+
+
+async def main(pairs):
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGUSR1, drop_all)
+    loop.add_signal_handler(signal.SIGUSR2, cut_after_next_request)
+    stop = loop.create_future()
+    loop.add_signal_handler(signal.SIGTERM, stop.set_result, None)
+    servers = []
+    for listen_port, target_port in pairs:
+        servers.append(await asyncio.start_server(
+            lambda r, w, t=target_port: handle(r, w, t),
+            "127.0.0.1", listen_port))
+    print("ready", flush=True)
+    await stop
+    for server in servers:
+        server.close()
+    drop_all()
+
+
+if __name__ == "__main__":
+    asyncio.run(main([tuple(int(p) for p in arg.split(":"))
+                      for arg in sys.argv[1:]]))
