@@ -259,12 +259,14 @@ sub watches
 	return \%watches;
 }
 
-# [ [path, owner], ... ] for every node under root (owner 0x0 if persistent).
+# [ [path, owner(, acl)], ... ] for every node under root (owner 0x0 if
+# persistent); with $with_acl, each node's ACL as a third field.
 sub tree
 {
-	my ($self, $root) = @_;
+	my ($self, $root, $with_acl) = @_;
 	my $hosts = $self->hosts;
-	my @lines = `/usr/bin/python3 $ZKTREE '$hosts' '$root' 2>&1`;
+	my $acl = $with_acl ? '--acl' : '';
+	my @lines = `/usr/bin/python3 $ZKTREE '$hosts' '$root' $acl 2>&1`;
 	croak "zktree.py failed: @lines" if $?;
 	return [ map { chomp; [ split /\t/ ] } @lines ];
 }

@@ -1,0 +1,73 @@
+
+# Fault injection 5: every server of the ensemble goes down under a backend
+# that has a session.  Acquiring fails with a class 08 error within
+# zklock.connect_timeout: 08006 while the session may still be alive, 08001
+# once it is lost and a new one cannot be opened.  When the servers come
+# back, the same PostgreSQL session locks again, on a new ZooKeeper session.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(sleep time);
+
+use ZklockTest;
+
+my $session_timeout_ms = 4000;
+my $connect_timeout_ms = 1500;
+my $zk = start_zk(servers => 3);
+my $node = zk_node('node_a', $zk,
+	'zklock.session_timeout' => $session_timeout_ms,
+	'zklock.connect_timeout' => $connect_timeout_ms);
+
+my $s = session($node, 'client');
+$s->query_safe('\set VERBOSITY verbose');
+is($s->query_safe(q{SELECT zk_lock_acquire('down') AND zk_lock_release('down')}),
+	't', 'locking works');
+my $old_session = zk_session_field($s, 'session_id');
+my $hosts = $zk->hosts;
+
+sub acquire_fails_ok
+{
+	my ($sqlstate, $message, $what) = @_;
+	my $t0 = time;
+	$s->query(q{SELECT zk_lock_acquire('down')});
+	my $elapsed = elapsed_since($t0);
+	like($s->{stderr}, qr/ERROR:  $sqlstate: \Q$message\E/, "$what: $sqlstate");
+	cmp_ok($elapsed, '<', $connect_timeout_ms / 1000 + 1.5,
+		sprintf("$what: within connect_timeout (%.2f s)", $elapsed));
+	$s->{stderr} = '';
+	return;
+}
+
+my $t_down = time;
+$zk->stop;
+note 'all servers stopped';
+acquire_fails_ok('08006', qq{lost connection to ZooKeeper at "$hosts"},
+	'servers down, session maybe alive');
+is(zk_session_field($s, 'state'), 'suspended', 'session suspended');
+
+ok(defined wait_session_state($s, 'lost', 30), 'session lost after its timeout');
+note sprintf('session judged lost %.2f s after the servers went down', elapsed_since($t_down));
+acquire_fails_ok('08001', qq{could not connect to ZooKeeper at "$hosts"},
+	'servers down, session lost');
+is(zk_session_field($s, 'state'), 'none', 'no session is kept open meanwhile');
+is($s->query_safe('SELECT count(*) FROM zk_locks'), '0', 'nothing held');
+
+my $t_up = time;
+$zk->start;
+note sprintf('servers back, serving after %.2f s', elapsed_since($t_up));
+is($s->query_safe(q{SELECT zk_lock_acquire('down')}), 't',
+	'the same PostgreSQL session locks again');
+note sprintf('first lock %.2f s after the servers were started', elapsed_since($t_up));
+isnt(zk_session_field($s, 'session_id'), $old_session, 'on a new ZooKeeper session');
+is(scalar @{ queue_nodes($zk, 'down') }, 1, 'exactly one node for the lock');
+$s->query_safe(q{SELECT zk_lock_release('down')});
+$s->quit;
+
+no_orphans_ok($zk, 'no znode without a live owner');
+$node->stop;
+tree_empty_ok($zk, 'no lock node left once the node is stopped', 2 * $session_timeout_ms / 1000 + 10);
+$zk->stop;
+done_testing();

@@ -1,0 +1,84 @@
+
+# ZooKeeper authentication: with zklock.auth, nodes are created so that only
+# that identity may change them and everyone may read them.  A backend
+# without the credentials, or with wrong ones, gets 42501 with a hint and
+# leaves nothing behind; with the right ones it shares the locks.  The
+# credentials are hidden from ordinary users (zklock is preloaded, so the
+# setting is defined before any user can read it) and never logged.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use ZklockTest;
+
+my $zk = start_zk();
+my $node_a = zk_node('node_a', $zk,
+	'zklock.auth' => 'locker:s3cret-pw',
+	'shared_preload_libraries' => 'zklock');
+my $node_b = zk_node('node_b', $zk);
+
+my $holder = session($node_a, 'holder');
+is($holder->query_safe(q{SELECT zk_lock_acquire('guarded')}), 't',
+	'with credentials: acquired');
+
+# root, the lock's parent and the lock node: the creator may do anything,
+# everyone may read.
+my @nodes = grep { $_->[0] =~ m{^\Q${\ZK_ROOT}\E(/guarded(/.*)?)?$} }
+  @{ $zk->tree('/', 1) };
+is(scalar @nodes, 3, 'root, parent and lock node exist');
+for my $n (@nodes)
+{
+	like($n->[2], qr/^digest:locker:\S+:31 world:anyone:1$/,
+		"$n->[0]: all for the creator, read for anyone");
+}
+
+my $other = session($node_b, 'other');
+$other->query_safe('\set VERBOSITY verbose');
+for my $case ([ 'no credentials', '' ], [ 'wrong credentials', 'locker:wrong' ])
+{
+	my ($what, $auth) = @$case;
+	$other->query_safe("SET zklock.auth = '$auth'");
+	$other->query(q{SELECT zk_lock_try_acquire('guarded2')});
+	like($other->{stderr},
+		qr/ERROR:  42501: permission denied to create ZooKeeper node/,
+		"$what: 42501");
+	like($other->{stderr}, qr/HINT:  .*zklock\.auth/, "$what: the hint names zklock.auth");
+	$other->{stderr} = '';
+	is($other->query_safe(q{SELECT count(*) FROM zk_locks}), '0', "$what: nothing held");
+}
+is(scalar @{ $zk->ephemerals(ZK_ROOT) }, 1, 'only the holder has a node');
+
+$other->query_safe(q{SET zklock.auth = 'locker:s3cret-pw'});
+is($other->query_safe(q{SELECT zk_lock_try_acquire('guarded')}), 'f',
+	'with the same credentials: the lock is shared, and taken');
+is($other->query_safe(q{SELECT zk_lock_try_acquire('guarded2')}), 't',
+	'... and other locks can be taken');
+$other->query_safe(q{SELECT zk_lock_release('guarded2')});
+$holder->query_safe(q{SELECT zk_lock_release('guarded')});
+is($other->query_safe(q{SELECT zk_lock_try_acquire('guarded')}), 't',
+	'... and the lock once released');
+$other->query_safe(q{SELECT zk_lock_release('guarded')});
+
+# Hidden from ordinary users, also in a backend that has not used zklock.
+$node_a->safe_psql('postgres', 'CREATE ROLE plain');
+my ($ret, $stdout, $stderr) =
+  $node_a->psql('postgres', 'SET ROLE plain; SHOW zklock.auth');
+like($stderr, qr/must be superuser or have privileges of pg_read_all_settings/,
+	'ordinary users cannot read zklock.auth');
+
+$holder->quit;
+$other->quit;
+$_->stop for $node_a, $node_b;
+
+# Never in the server log, except where the test itself typed it into SQL.
+for my $node ($node_a, $node_b)
+{
+	my @leaks = grep { /s3cret/ && !/statement: / } split /\n/, slurp_file($node->logfile);
+	is_deeply(\@leaks, [], $node->name . ': the password appears in no log message');
+}
+tree_empty_ok($zk, 'no lock node left once the nodes are stopped');
+$zk->stop;
+done_testing();
