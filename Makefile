@@ -38,5 +38,8 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS does not track header dependencies; ours are few, so depend on all.
+$(OBJS): $(wildcard $(srcdir)/src/*.h)
+
 # Our test modules (ZooKeeper harness, shared checks) next to PostgreSQL's.
 PG_PROVE_FLAGS += -I $(srcdir)/test/perl

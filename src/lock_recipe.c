@@ -57,6 +57,8 @@ typedef struct Attempt
 	char	   *node;			/* our child's full path, once known */
 	int64		czxid;
 	char	   *watched;		/* predecessor our watch is armed on */
+	bool		create_unresolved;	/* a create lost its reply; node unknown */
+	bool		created_again;	/* ... and was not found, so it was redone */
 } Attempt;
 
 void
@@ -289,8 +291,10 @@ find_lost_create(Attempt *a)
 		if (strstr(a->children->children[i], a->tag) != NULL)
 			a->node = psprintf("%s/%s", a->parent, a->children->children[i]);
 	free_request(&a->children);
+	a->create_unresolved = false;	/* a->node tells now */
 	if (a->node == NULL)
 	{
+		a->created_again = true;
 		ereport(LOG,
 				(errmsg("zklock: the reply to creating a node under \"%s\" was lost and the node does not exist; creating it again",
 						a->parent)));
@@ -336,6 +340,7 @@ enqueue(Attempt *a)
 
 		if (rc == ZCONNECTIONLOSS)
 		{
+			a->create_unresolved = true;
 			if (!await_reconnect(a) || !find_lost_create(a))
 				return false;
 			if (a->node != NULL)
@@ -477,6 +482,8 @@ give_up(Attempt *a)
 		bridge_remove_watch(a->zh, a->watched);
 	if (a->node)
 		bridge_delete_node(a->zh, a->node);
+	else if (a->create_unresolved)
+		bridge_delete_tagged(a->zh, a->parent, a->tag);
 }
 
 /*
@@ -573,17 +580,31 @@ lock_recipe_acquire(zhandle_t *zh, const char *parent, int timeout_ms,
 	drop_request(&a->children);
 	held->path = a->node;
 	held->token = a->czxid;
+	held->recheck_tag = a->created_again ? pstrdup(a->tag) : NULL;
 	return true;
 }
 
 /*
  * Delete a node we hold.  Does not wait, so that many releases go out as one
  * pipelined batch; lock_recipe_await_releases waits for the batch.
+ *
+ * recheck_tag is set when a create of this acquisition lost its reply, was
+ * not found after the reconnect, and was made again: should the first one
+ * land after all, late, it would sit in the queue as our twin.  The queue is
+ * searched for the tag once more, behind the delete.
  */
 void
-lock_recipe_release(zhandle_t *zh, const char *node)
+lock_recipe_release(zhandle_t *zh, const char *node, const char *recheck_tag)
 {
 	bridge_delete_node(zh, node);
+	if (recheck_tag != NULL)
+	{
+		char	   *parent = pstrdup(node);
+
+		*strrchr(parent, '/') = '\0';
+		bridge_delete_tagged(zh, parent, recheck_tag);
+		pfree(parent);
+	}
 }
 
 /*

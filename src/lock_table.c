@@ -60,10 +60,12 @@ drop_entry(LockEntry *entry, bool delete_node)
 	zhandle_t  *zh = zk_session_handle(entry->generation);
 
 	if (delete_node && zh != NULL)
-		lock_recipe_release(zh, entry->node);
+		lock_recipe_release(zh, entry->node, entry->recheck_tag);
 	if (entry->npending > 0)
 		dlist_delete(&entry->touched);
 	pfree(entry->node);
+	if (entry->recheck_tag)
+		pfree(entry->recheck_tag);
 	pfree(entry->pending);
 	hash_search(lock_table, entry->name, HASH_REMOVE, NULL);
 }
@@ -123,10 +125,12 @@ lock_table_add_hold(LockEntry *entry, LockScope scope)
  * the node.
  */
 LockEntry *
-lock_table_insert(const char *name, const char *node, int64 token,
-				  uint64 generation, LockScope scope)
+lock_table_insert(const char *name, const char *node, const char *recheck_tag,
+				  int64 token, uint64 generation, LockScope scope)
 {
 	char	   *node_copy = MemoryContextStrdup(TopMemoryContext, node);
+	char	   *tag_copy = recheck_tag ?
+		MemoryContextStrdup(TopMemoryContext, recheck_tag) : NULL;
 	PendingHolds *pending = MemoryContextAlloc(TopMemoryContext,
 											   2 * sizeof(PendingHolds));
 	LockEntry  *entry;
@@ -135,6 +139,7 @@ lock_table_insert(const char *name, const char *node, int64 token,
 	entry = (LockEntry *) hash_search(get_table(), name, HASH_ENTER, &found);
 	Assert(!found);
 	entry->node = node_copy;
+	entry->recheck_tag = tag_copy;
 	entry->token = token;
 	entry->acquired_at = GetCurrentTimestamp();
 	entry->generation = generation;

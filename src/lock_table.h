@@ -29,6 +29,7 @@ typedef struct LockEntry
 {
 	char		name[ZKLOCK_NAME_MAX + 1];	/* hash key */
 	char	   *node;			/* our znode (TopMemoryContext) */
+	char	   *recheck_tag;	/* see lock_recipe_release; usually NULL */
 	int64		token;			/* its czxid: the fencing token */
 	TimestampTz acquired_at;
 	uint64		generation;		/* ZooKeeper session that owns node */
@@ -42,8 +43,8 @@ typedef struct LockEntry
 
 extern LockEntry *lock_table_find(const char *name);
 extern LockEntry *lock_table_insert(const char *name, const char *node,
-									int64 token, uint64 generation,
-									LockScope scope);
+									const char *recheck_tag, int64 token,
+									uint64 generation, LockScope scope);
 extern void lock_table_add_hold(LockEntry *entry, LockScope scope);
 extern bool lock_table_release_session(LockEntry *entry);
 extern int	lock_table_release_all_session(void);

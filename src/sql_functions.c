@@ -86,11 +86,12 @@ acquire(const char *name, LockScope scope, int timeout_ms)
 
 	PG_TRY();
 	{
-		lock_table_insert(name, held.path, held.token, generation, scope);
+		lock_table_insert(name, held.path, held.recheck_tag, held.token,
+						  generation, scope);
 	}
 	PG_CATCH();
 	{
-		lock_recipe_release(zh, held.path);
+		lock_recipe_release(zh, held.path, held.recheck_tag);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();

@@ -677,6 +677,13 @@ bridge_delete_node(zhandle_t *zh, const char *path)
 	janitor_delete(zh, path);
 }
 
+/* Any thread: delete whatever child of parent carries tag, if any does. */
+void
+bridge_delete_tagged(zhandle_t *zh, const char *parent, const char *tag)
+{
+	janitor_delete_tagged(zh, parent, tag);
+}
+
 static void
 remove_watch_done(int rc, const void *data)
 {

@@ -66,6 +66,8 @@ extern void bridge_abandon(ZkRequest *req);
 
 /* Finished by the client threads, retried across reconnects. */
 extern void bridge_delete_node(zhandle_t *zh, const char *path);
+extern void bridge_delete_tagged(zhandle_t *zh, const char *parent,
+								 const char *tag);
 extern void bridge_remove_watch(zhandle_t *zh, const char *path);
 extern bool bridge_deletes_pending(void);
 

@@ -395,7 +395,7 @@ sub proxy_hosts
 }
 
 # 'USR1': drop every connection; 'USR2': lose the reply to each connection's
-# next request.
+# next request; 'HUP': start or stop refusing new connections.
 sub proxy_signal
 {
 	my ($self, $sig) = @_;

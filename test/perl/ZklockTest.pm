@@ -24,7 +24,8 @@ our @EXPORT = qw(
   install_cs_log check_critical_sections
   wait_for_wait_event elapsed_since
   session send_query wait_marker zk_session_field wait_session_state
-  cs_begin_sql cs_end_sql cs_waiter_sql queue_nodes);
+  cs_begin_sql cs_end_sql cs_waiter_sql queue_nodes
+  freeze_until_suspended finish_checks);
 
 use constant ZK_ROOT => '/zklock_tap';
 
@@ -243,6 +244,34 @@ sub queue_nodes
 	return [ sort { substr($a, -10) <=> substr($b, -10) }
 		  map { $_->[0] }
 		  grep { $_->[0] =~ m{^\Q$parent\E/} } @{ $zk->ephemerals(ZK_ROOT) } ];
+}
+
+# SIGSTOP every server and wait until $holder's session is suspended and
+# its lock uncertain.  Returns when the freeze began.
+sub freeze_until_suspended
+{
+	my ($zk, $holder, $lock) = @_;
+	my $t0 = time;
+	$zk->signal($_, 'STOP') for $zk->running;
+	my $suspended_after = wait_session_state($holder, 'suspended', 30);
+	ok(defined $suspended_after, 'holder notices the silence: session suspended');
+	note sprintf('servers frozen: session suspended after %.2f s', $suspended_after // -1);
+	is($holder->query_safe(qq{SELECT state FROM zk_locks WHERE name = '$lock'}),
+		'uncertain', 'its lock is uncertain');
+	return $t0;
+}
+
+# The checks every test ends with, then stop everything.  $timeout: how
+# long nodes of dead sessions may take to go (default 20 s).
+sub finish_checks
+{
+	my ($zk, $nodes, $timeout) = @_;
+	no_orphans_ok($zk, 'no znode without a live owner');
+	$_->stop for @$nodes;
+	tree_empty_ok($zk, 'no lock node left once the nodes are stopped', $timeout);
+	$zk->stop_proxy;
+	$zk->stop;
+	return;
 }
 
 sub elapsed_since

@@ -54,9 +54,5 @@ for my $node (@nodes)
 	is($n, $workers_per_node, $node->name . ': all workers took the lock');
 }
 
-no_orphans_ok($zk, 'no znode without a live owner');
-$_->stop for @nodes;
-tree_empty_ok($zk, 'no lock node left once the nodes are stopped');
-
-$zk->stop;
+finish_checks($zk, \@nodes);
 done_testing();

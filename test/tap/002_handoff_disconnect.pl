@@ -106,8 +106,5 @@ $waiter->quit;
 $holder->quit;
 eval { $doomed->quit };
 
-no_orphans_ok($zk, 'no znode without a live owner');
-$_->stop for $node_a, $node_b;
-tree_empty_ok($zk, 'no lock node left once the nodes are stopped');
-$zk->stop;
+finish_checks($zk, [ $node_a, $node_b ]);
 done_testing();

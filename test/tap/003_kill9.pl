@@ -53,8 +53,5 @@ ok($node_a->poll_query_until('postgres', 'SELECT true'), 'node_a is back after t
 is($node_a->safe_psql('postgres', q{SELECT zk_lock_acquire('crash', 5000)}),
 	't', 'node_a can lock again');
 
-no_orphans_ok($zk, 'no znode without a live owner');
-$_->stop for $node_a, $node_b;
-tree_empty_ok($zk, 'no lock node left once the nodes are stopped');
-$zk->stop;
+finish_checks($zk, [ $node_a, $node_b ]);
 done_testing();

@@ -80,8 +80,5 @@ for my $victim_role (qw(leader holders_server))
 }
 
 check_critical_sections($node_a, $node_b);
-no_orphans_ok($zk, 'no znode without a live owner');
-$_->stop for $node_a, $node_b;
-tree_empty_ok($zk, 'no lock node left once the nodes are stopped');
-$zk->stop;
+finish_checks($zk, [ $node_a, $node_b ]);
 done_testing();

@@ -31,14 +31,7 @@ my $session_id = zk_session_field($holder, 'session_id');
 
 # Last contact right before the freeze.
 $holder->query_safe(q{SELECT zk_lock_try_acquire('touch') AND zk_lock_release('touch')});
-my $t0 = time;
-$zk->signal($_, 'STOP') for $zk->running;
-
-my $suspended_after = wait_session_state($holder, 'suspended', 30);
-ok(defined $suspended_after, 'holder notices the silence: session suspended');
-note sprintf('servers frozen: session suspended after %.2f s', $suspended_after // -1);
-is($holder->query_safe(q{SELECT state FROM zk_locks WHERE name = 'thaw'}),
-	'uncertain', 'its lock is uncertain');
+my $t0 = freeze_until_suspended($zk, $holder, 'thaw');
 
 send_query($holder, cs_end_sql('holder'), 'commit-done');
 sleep($freeze_s - elapsed_since($t0)) if elapsed_since($t0) < $freeze_s;
@@ -61,8 +54,5 @@ $holder->quit;
 $other->quit;
 
 check_critical_sections($node_a, $node_b);
-no_orphans_ok($zk, 'no znode without a live owner');
-$_->stop for $node_a, $node_b;
-tree_empty_ok($zk, 'no lock node left once the nodes are stopped');
-$zk->stop;
+finish_checks($zk, [ $node_a, $node_b ]);
 done_testing();

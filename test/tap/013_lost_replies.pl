@@ -98,9 +98,5 @@ for my $node ($node_a, $node_b)
 note "lost create replies: $adopted nodes adopted, $recreated created again";
 cmp_ok($adopted + $recreated, '>', 0, 'some creates lost their reply and were resolved');
 
-no_orphans_ok($zk, 'no znode without a live owner');
-$_->stop for $node_a, $node_b;
-tree_empty_ok($zk, 'no lock node left once the nodes are stopped');
-$zk->stop_proxy;
-$zk->stop;
+finish_checks($zk, [ $node_a, $node_b ]);
 done_testing();

@@ -66,8 +66,6 @@ is(scalar @{ queue_nodes($zk, 'down') }, 1, 'exactly one node for the lock');
 $s->query_safe(q{SELECT zk_lock_release('down')});
 $s->quit;
 
-no_orphans_ok($zk, 'no znode without a live owner');
-$node->stop;
-tree_empty_ok($zk, 'no lock node left once the node is stopped', 2 * $session_timeout_ms / 1000 + 10);
-$zk->stop;
+# The servers restored the old session from disk: it expires on its own.
+finish_checks($zk, [$node], 2 * $session_timeout_ms / 1000 + 10);
 done_testing();

@@ -9,11 +9,11 @@ once listening.  Signals:
   SIGUSR1  drop every open connection at once;
   SIGUSR2  cut every open connection right after it has forwarded the
            client's next request: the server gets the request and acts on
-           it, but its reply never reaches the client (a lost reply).
+           it, but its reply never reaches the client (a lost reply);
+  SIGHUP   start or stop refusing new connections (reset at once).
 
 A cut resets the client's side and closes the server's side after the data,
-so the server still reads the request.  New connections are accepted as
-usual.  SIGTERM stops the proxy.
+so the server still reads the request.  SIGTERM stops the proxy.
 """
 import asyncio
 import signal
@@ -22,6 +22,7 @@ import struct
 import sys
 
 connections = set()
+refusing = False
 
 
 class Connection:
@@ -61,6 +62,9 @@ async def pump(reader, writer, conn, from_client):
 
 
 async def handle(client_reader, client_writer, target_port):
+    if refusing:
+        client_writer.transport.abort()
+        return
     try:
         server_reader, server_writer = await asyncio.open_connection(
             "127.0.0.1", target_port)
@@ -79,6 +83,11 @@ def drop_all():
         conn.drop()
 
 
+def toggle_refusing():
+    global refusing
+    refusing = not refusing
+
+
 def cut_after_next_request():
     for conn in list(connections):
         conn.cut_after_request = True
@@ -88,6 +97,7 @@ async def main(pairs):
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGUSR1, drop_all)
     loop.add_signal_handler(signal.SIGUSR2, cut_after_next_request)
+    loop.add_signal_handler(signal.SIGHUP, toggle_refusing)
     stop = loop.create_future()
     loop.add_signal_handler(signal.SIGTERM, stop.set_result, None)
     servers = []
