@@ -18,11 +18,13 @@
 #include <unistd.h>
 
 #include "commands/dbcommands.h"
+#include "common/hashfn.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "postmaster/postmaster.h"
 #include "storage/proc.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/timeout.h"
@@ -36,6 +38,9 @@
 /* Container parents may vanish between our calls; don't loop forever. */
 #define MAX_PARENT_RETRIES 10
 
+/* Bound on the parents remembered as existing (16 bytes and change each). */
+#define MAX_KNOWN_PARENTS 65536
+
 typedef struct Attempt
 {
 	zhandle_t  *zh;
@@ -48,6 +53,7 @@ typedef struct Attempt
 	bool		lock_timeout_armed;
 
 	/* Requests in flight; each is either NULL or owned by the attempt. */
+	ZkRequest  *parent_create;
 	ZkRequest  *create;
 	ZkRequest  *children;
 	ZkRequest  *watch;
@@ -233,10 +239,60 @@ create_parents(Attempt *a)
 	pfree(path);
 }
 
-/* Send the create and, right behind it, the listing that will include it. */
+/*
+ * Lock parents this backend has seen exist, by a 64-bit hash of their path.
+ * A collision costs only the slow path below; a parent removed by the server
+ * since (containers go when empty) is forgotten when a create says so.
+ */
+static HTAB *known_parents = NULL;
+
+static uint64
+parent_key(const char *parent)
+{
+	return hash_bytes_extended((const unsigned char *) parent, strlen(parent), 0);
+}
+
+static bool
+parent_known(const char *parent)
+{
+	uint64		key = parent_key(parent);
+
+	return known_parents != NULL &&
+		hash_search(known_parents, &key, HASH_FIND, NULL) != NULL;
+}
+
+static void
+parent_seen(const char *parent, bool exists)
+{
+	uint64		key = parent_key(parent);
+
+	if (known_parents == NULL ||
+		(exists && hash_get_num_entries(known_parents) >= MAX_KNOWN_PARENTS))
+	{
+		HASHCTL		ctl;
+
+		if (known_parents != NULL)
+			hash_destroy(known_parents);
+		ctl.keysize = sizeof(uint64);
+		ctl.entrysize = sizeof(uint64);
+		ctl.hcxt = TopMemoryContext;
+		known_parents = hash_create("zklock known lock parents", 256, &ctl,
+									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	hash_search(known_parents, &key, exists ? HASH_ENTER : HASH_REMOVE, NULL);
+}
+
+/*
+ * Send the create and, right behind it, the listing that will include it.
+ * A parent not known to exist is created (as a container) right in front, in
+ * the same round trip; if it exists already, that create just fails.
+ */
 static void
 send_create(Attempt *a)
 {
+	if (!parent_known(a->parent))
+		a->parent_create = bridge_create(a->zh, a->parent, "", 0,
+										 zk_session_acl(), ZOO_CONTAINER, NULL);
 	a->create = bridge_create(a->zh, a->prefix, a->data, strlen(a->data),
 							  zk_session_acl(), ZOO_EPHEMERAL_SEQUENTIAL,
 							  a->tag);
@@ -327,7 +383,10 @@ enqueue(Attempt *a)
 		send_create(a);
 		if (!await_reply(a, a->create))
 			return false;
+		/* Answered in order: the parent's create is done too. */
+		drop_request(&a->parent_create);
 		rc = a->create->rc;
+		parent_seen(a->parent, rc != ZNONODE);
 		if (rc == ZOK)
 		{
 			a->node = pstrdup(a->create->created);
@@ -473,6 +532,7 @@ run_attempt(Attempt *a)
 static void
 give_up(Attempt *a)
 {
+	drop_request(&a->parent_create);
 	drop_request(&a->create);
 	drop_request(&a->children);
 	drop_request(&a->watch);
