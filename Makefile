@@ -11,6 +11,7 @@ OBJS = \
 	src/lock_table.o \
 	src/xact_hooks.o \
 	src/lost_locks.o \
+	src/lock_queue.o \
 	src/sql_functions.o
 
 EXTENSION = zklock
@@ -26,8 +27,8 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter $(if $(WERROR),-Werror)
 # pg_regress and isolation tests need a running ZooKeeper and a temporary
 # instance pointed at it: test/run-all.sh provides both through
 # EXTRA_REGRESS_OPTS (--temp-instance, --temp-config).
-REGRESS = setup surface reentrancy names errors xact cleanup
-ISOLATION = fifo try_timeout xact_locks abort_undo cancel_wait
+REGRESS = setup surface reentrancy names modes errors xact cleanup
+ISOLATION = fifo try_timeout xact_locks abort_undo cancel_wait modes_order
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso
 TAP_TESTS = 1
 PROVE_TESTS = test/tap/*.pl

@@ -1,7 +1,9 @@
 -- Lock names are encoded into one znode each; distinct names never collide.
+-- A name with a leading slash is an absolute path, used as it is.
 SELECT zk_lock_acquire(n)
   FROM unnest(ARRAY['a/b', 'a%2Fb', '.', '..', '...', 'zookeeper', 'ñandú',
-                    'with space', 'UPPER', 'a.b', '%', '/leading', 'trailing/',
+                    'with space', 'UPPER', 'a.b', '%', 'trailing/',
+                    '/zklock_regress/paths/app lock', '/zklock_regress/paths/ñ',
                     'tab	tab', 'e' || chr(233)]) AS n;
 SELECT name, znode FROM my_locks;
 SELECT count(DISTINCT znode) AS distinct_znodes, count(*) AS locks FROM zk_locks;
@@ -23,6 +25,12 @@ SELECT zk_lock_acquire(repeat('x', 257));
 SELECT zk_lock_acquire(repeat('ñ', 128));
 SELECT zk_lock_release(repeat('ñ', 128));
 SELECT zk_lock_acquire(repeat('ñ', 129));
+
+-- Absolute paths ZooKeeper would refuse.
+SELECT n, sqlstate_of(format('SELECT zk_lock_acquire(%L)', n))
+  FROM unnest(ARRAY['/', '/a/', '//a', '/a//b', '/a/./b', '/a/..', '/zookeeper',
+                    '/zookeeper/quota/x', '/a' || chr(1)]) AS n;
+SELECT * FROM my_locks;
 
 -- Empty and NULL names.
 SELECT zk_lock_acquire('');

@@ -45,11 +45,11 @@ END $$;
 
 -- zk_locks without what varies from run to run.
 CREATE VIEW my_locks AS
-  SELECT name, scope, hold_count,
-         regexp_replace(znode, '/_c_[0-9a-f-]{36}-lock-[0-9]{10}$',
-                        '/_c_<tag>-lock-<seq>') AS znode,
+  SELECT name, mode, scope, hold_count,
+         regexp_replace(znode, '/_c_[0-9a-f-]{36}-(lock-|__READ__|__WRIT__|permits[0-9]+-lease-)[0-9]{10}$',
+                        '/_c_<tag>-\1<seq>') AS znode,
          token > 0 AS has_token,
          acquired_at <= now() + interval '1 hour' AS has_time,
          state
     FROM zk_locks
-   ORDER BY name COLLATE "C", scope;
+   ORDER BY name COLLATE "C", mode, scope;

@@ -23,10 +23,17 @@ int			zklock_session_timeout = 10000;
 int			zklock_connect_timeout = 5000;
 char	   *zklock_auth = NULL;
 int			zklock_on_lost_lock = ON_LOST_LOCK_ERROR;
+int			zklock_exclusive_naming = EXCLUSIVE_NAMING_MUTEX;
 
 static const struct config_enum_entry on_lost_lock_options[] = {
 	{"error", ON_LOST_LOCK_ERROR, false},
 	{"warning", ON_LOST_LOCK_WARNING, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry exclusive_naming_options[] = {
+	{"mutex", EXCLUSIVE_NAMING_MUTEX, false},
+	{"readwrite", EXCLUSIVE_NAMING_READWRITE, false},
 	{NULL, 0, false}
 };
 
@@ -190,6 +197,16 @@ zklock_define_gucs(void)
 							 &zklock_on_lost_lock,
 							 ON_LOST_LOCK_ERROR,
 							 on_lost_lock_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("zklock.exclusive_naming",
+							 "How exclusive lock nodes are named, for locks shared with Curator.",
+							 "mutex: _c_<id>-lock-, as Curator's InterProcessMutex and Kazoo's Lock; readwrite: _c_<id>-__WRIT__, as the write side of Curator's InterProcessReadWriteLock.",
+							 &zklock_exclusive_naming,
+							 EXCLUSIVE_NAMING_MUTEX,
+							 exclusive_naming_options,
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);

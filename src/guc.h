@@ -11,6 +11,7 @@ extern int	zklock_session_timeout;
 extern int	zklock_connect_timeout;
 extern char *zklock_auth;
 extern int	zklock_on_lost_lock;
+extern int	zklock_exclusive_naming;
 
 /* zklock.on_lost_lock */
 typedef enum OnLostLock
@@ -18,6 +19,13 @@ typedef enum OnLostLock
 	ON_LOST_LOCK_ERROR,
 	ON_LOST_LOCK_WARNING
 } OnLostLock;
+
+/* zklock.exclusive_naming: how exclusive lock nodes are named */
+typedef enum ExclusiveNaming
+{
+	EXCLUSIVE_NAMING_MUTEX,		/* _c_<tag>-lock-: InterProcessMutex, Kazoo */
+	EXCLUSIVE_NAMING_READWRITE	/* _c_<tag>-__WRIT__: InterProcessReadWriteLock */
+} ExclusiveNaming;
 
 extern void zklock_define_gucs(void);
 

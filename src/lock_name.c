@@ -8,8 +8,14 @@
  * is always encoded the mapping is injective, so 'a/b' ("a%2Fb") and 'a%2Fb'
  * ("a%252Fb") never share a node, and "." / ".." (which ZooKeeper rejects as
  * components) are encoded in full.
+ *
+ * A name that begins with '/' is an absolute znode path instead (below the
+ * chroot of zklock.hosts, if any), used as the lock's parent as it is, so
+ * that zklock can share locks with Curator, Kazoo and other clients.
  */
 #include "postgres.h"
+
+#include <ctype.h>
 
 #include "lib/stringinfo.h"
 
@@ -40,6 +46,18 @@ zklock_check_name(const char *name)
 				 errmsg("lock name is too long"),
 				 errdetail("The name has %zu bytes; the limit is %d bytes.",
 						   len, ZKLOCK_NAME_MAX)));
+	if (name[0] != '/')
+		return;
+	if (!zklock_valid_znode_path(name))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock name \"%s\" is not a valid ZooKeeper path", name),
+				 errdetail("A lock name that begins with \"/\" is an absolute path: its components must be non-empty, not \".\" or \"..\", without control characters, and it must not end with \"/\"."),
+				 errhint("Names without a leading \"/\" may contain any characters.")));
+	if (strcmp(name, "/zookeeper") == 0 || strncmp(name, "/zookeeper/", 11) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock name \"%s\" is inside ZooKeeper's reserved /zookeeper tree", name)));
 }
 
 char *
@@ -68,8 +86,13 @@ zklock_encode_name(const char *name)
 char *
 zklock_parent_path(const char *name)
 {
-	char	   *encoded = zklock_encode_name(name);
-	char	   *path = psprintf("%s/%s", zklock_root, encoded);
+	char	   *encoded;
+	char	   *path;
+
+	if (name[0] == '/')
+		return pstrdup(name);
+	encoded = zklock_encode_name(name);
+	path = psprintf("%s/%s", zklock_root, encoded);
 
 	pfree(encoded);
 	return path;
@@ -106,4 +129,39 @@ zklock_valid_znode_path(const char *path)
 			return false;
 	}
 	return *p == '\0';
+}
+
+/*
+ * The lock name a child of zklock.root stands for; NULL if the child is not
+ * the encoding of any name.
+ */
+char *
+zklock_decode_name(const char *encoded)
+{
+	StringInfoData buf;
+	char	   *again;
+
+	initStringInfo(&buf);
+	for (const char *p = encoded; *p; p++)
+	{
+		if (*p == '%' && isxdigit((unsigned char) p[1]) &&
+			isxdigit((unsigned char) p[2]))
+		{
+			char		hex[3] = {p[1], p[2], '\0'};
+
+			appendStringInfoChar(&buf, (char) strtol(hex, NULL, 16));
+			p += 2;
+		}
+		else
+			appendStringInfoChar(&buf, *p);
+	}
+	/* Only a canonical encoding names a lock; "/x" would be a path. */
+	again = zklock_encode_name(buf.data);
+	if (strcmp(again, encoded) != 0 || buf.len == 0 || buf.data[0] == '/')
+	{
+		pfree(buf.data);
+		buf.data = NULL;
+	}
+	pfree(again);
+	return buf.data;
 }

@@ -11,6 +11,7 @@
 extern void zklock_check_name(const char *name);
 extern char *zklock_encode_name(const char *name);
 extern char *zklock_parent_path(const char *name);
+extern char *zklock_decode_name(const char *encoded);
 extern bool zklock_valid_znode_path(const char *path);
 
 #endif							/* ZKLOCK_LOCK_NAME_H */

@@ -1,14 +1,23 @@
 /*
  * lock_recipe.c
- *	  The ZooKeeper lock recipe, as Curator's InterProcessMutex does it.
+ *	  The ZooKeeper lock recipes, as Curator's InterProcessMutex,
+ *	  InterProcessReadWriteLock and InterProcessSemaphoreV2 do them.
  *
- * To acquire, create an EPHEMERAL_SEQUENTIAL child "_c_<tag>-lock-NNNNNNNNNN"
- * of the lock's parent and list the parent's children; the lowest sequence
- * number holds the lock.  Otherwise set a get-data watch on the next lower
- * child only (no herd: a release wakes one waiter) and look again when it
+ * To acquire, create an EPHEMERAL_SEQUENTIAL child of the lock's parent,
+ * "_c_<tag>-lock-NNNNNNNNNN" (exclusive; "_c_<tag>-__WRIT__" with
+ * zklock.exclusive_naming = readwrite) or "_c_<tag>-__READ__" (shared), and
+ * list the parent's children, ordered by the 10-digit sequence suffix.  An
+ * exclusive lock is held by the lowest child; a shared one by a child with no
+ * writer below it.  Otherwise set a get-data watch on the nearest child that
+ * blocks us only (no herd: a release wakes one waiter) and look again when it
  * fires.  The children request is sent right behind the create without
  * waiting: ZooKeeper answers a session's requests in order, so the listing
  * already contains the new node.
+ *
+ * A semaphore with N permits is held by the N lowest children of
+ * <parent>/leases.  A waiter first takes the exclusive lock <parent>/locks, so
+ * that only the queue's head watches the leases (with a children watch) and
+ * waiters are served in arrival order; a try needs no such gate.
  *
  * Giving up (timeout, cancel, any ERROR) deletes our child and removes our
  * watch, even when the create's reply has not arrived yet (see zk_bridge.c).
@@ -41,12 +50,21 @@
 /* Bound on the parents remembered as existing (16 bytes and change each). */
 #define MAX_KNOWN_PARENTS 65536
 
+const char *const lock_mode_names[] = {
+	[LOCK_MODE_EXCLUSIVE] = "exclusive",
+	[LOCK_MODE_SHARED] = "shared",
+	[LOCK_MODE_SEMAPHORE] = "semaphore",
+};
+
 typedef struct Attempt
 {
 	zhandle_t  *zh;
 	const char *parent;
+	LockMode	mode;
+	int			permits;		/* SEMAPHORE */
+	const char *own_writer;		/* SHARED: our own exclusive child, or NULL */
 	char		tag[ZK_TAG_LEN + 1];
-	char	   *prefix;			/* parent/_c_<tag>-lock- */
+	char	   *prefix;			/* parent/_c_<tag>-<kind>- */
 	char	   *data;			/* JSON describing this backend */
 	int			timeout_ms;		/* -1: no limit; 0: never wait */
 	int64		deadline;		/* bridge_now_ms() when timeout_ms > 0 */
@@ -58,11 +76,12 @@ typedef struct Attempt
 	ZkRequest  *children;
 	ZkRequest  *watch;
 	ZkRequest  *sync;
-	ZkRequest  *stat;
+	ZkRequest  *get;
 
 	char	   *node;			/* our child's full path, once known */
 	int64		czxid;
-	char	   *watched;		/* predecessor our watch is armed on */
+	char	   *watched;		/* what our watch is armed on */
+	int			watch_type;		/* ZWATCHTYPE_DATA or _CHILD */
 	bool		create_unresolved;	/* a create lost its reply; node unknown */
 	bool		created_again;	/* ... and was not found, so it was redone */
 } Attempt;
@@ -151,8 +170,8 @@ free_request(ZkRequest **req)
 }
 
 /* The trailing 10-digit sequence number of a lock child, -1 if none. */
-static int64
-sequence_of(const char *name)
+int64
+lock_node_sequence(const char *name)
 {
 	size_t		len = strlen(name);
 	int64		seq = 0;
@@ -360,12 +379,12 @@ find_lost_create(Attempt *a)
 			(errmsg("zklock: the reply to creating \"%s\" was lost; the node exists and is adopted",
 					a->node)));
 
-	if (!request_until_answered(a, &a->stat, bridge_stat, a->node))
+	if (!request_until_answered(a, &a->get, bridge_get, a->node))
 		return false;
-	if (a->stat->rc != ZOK)
-		zk_report_error(a->stat->rc, "read", a->node);
-	a->czxid = a->stat->czxid;
-	free_request(&a->stat);
+	if (a->get->rc != ZOK)
+		zk_report_error(a->get->rc, "read", a->node);
+	a->czxid = a->get->czxid;
+	free_request(&a->get);
 	return true;
 }
 
@@ -423,6 +442,77 @@ arm_lock_timeout(Attempt *a)
 }
 
 /*
+ * The kind of a lock child, by the naming conventions of zklock, Curator and
+ * Kazoo: readers are "__READ__" (Curator) or "__rlock__" (Kazoo), semaphore
+ * leases "-lease-"; everything else is a writer.
+ */
+LockMode
+lock_node_mode(const char *name)
+{
+	if (strstr(name, "__READ__") != NULL || strstr(name, "__rlock__") != NULL)
+		return LOCK_MODE_SHARED;
+	if (strstr(name, "-lease-") != NULL)
+		return LOCK_MODE_SEMAPHORE;
+	return LOCK_MODE_EXCLUSIVE;
+}
+
+/* The permits a semaphore lease was taken with, from its name; -1 if none. */
+static int
+lease_permits(const char *name)
+{
+	const char *p = strstr(name, "-permits");
+
+	return p ? atoi(p + strlen("-permits")) : -1;
+}
+
+/* Does child, lower than ours, keep us from holding? */
+static bool
+blocks(Attempt *a, const char *child)
+{
+	switch (a->mode)
+	{
+		case LOCK_MODE_EXCLUSIVE:
+			return true;
+		case LOCK_MODE_SHARED:
+			if (lock_node_mode(child) == LOCK_MODE_SHARED)
+				return false;
+			/* Like Curator, a writer may take the read lock too. */
+			return a->own_writer == NULL ||
+				strcmp(strrchr(a->own_writer, '/') + 1, child) != 0;
+		case LOCK_MODE_SEMAPHORE:
+			return false;		/* counted instead */
+	}
+	return true;
+}
+
+/*
+ * Wait until the watch set by the caller fires (or a session event comes).
+ * False when the deadline passed.
+ */
+static bool
+await_watch(Attempt *a, uint64 events)
+{
+	ZkSessionSnapshot before;
+	ZkSessionSnapshot now;
+
+	bridge_session_snapshot(&before);
+	for (;;)
+	{
+		long		left = time_left(a);
+
+		if (bridge_watch_events() != events)
+			return true;
+		bridge_session_snapshot(&now);
+		if (now.events != before.events)
+			return true;
+		if (left == 0)
+			return false;
+		bridge_wait(left);
+		zk_session_check_alive("waiting for a lock");
+	}
+}
+
+/*
  * Queue up and wait for our turn.  True when we hold the lock, false when
  * the deadline passed (or, for a try, the lock was taken).
  */
@@ -435,13 +525,15 @@ run_attempt(Attempt *a)
 	if (!enqueue(a))
 		return false;
 	own = strrchr(a->node, '/') + 1;
-	own_seq = sequence_of(own);
+	own_seq = lock_node_sequence(own);
 
 	for (;;)
 	{
 		const char *pred = NULL;
 		int64		pred_seq = -1;
+		int			lower = 0;
 		bool		found = false;
+		bool		held;
 		uint64		events;
 		int			rc;
 
@@ -455,7 +547,7 @@ run_attempt(Attempt *a)
 		for (int i = 0; i < a->children->nchildren; i++)
 		{
 			const char *child = a->children->children[i];
-			int64		seq = sequence_of(child);
+			int64		seq = lock_node_sequence(child);
 
 			if (strcmp(child, own) == 0)
 				found = true;
@@ -467,10 +559,23 @@ run_attempt(Attempt *a)
 				bridge_delete_node(a->zh, twin);
 				pfree(twin);
 			}
-			else if (seq >= 0 && seq < own_seq && seq > pred_seq)
+			else if (seq >= 0 && seq < own_seq)
 			{
-				pred = child;
-				pred_seq = seq;
+				if (a->mode == LOCK_MODE_SEMAPHORE &&
+					lease_permits(child) != a->permits)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("semaphore is in use with a different number of permits"),
+							 errdetail("Node \"%s/%s\" was taken with %d permits; this call asks for %d.",
+									   a->parent, child, lease_permits(child),
+									   a->permits),
+							 errhint("Use the same permits for a semaphore everywhere.")));
+				lower++;
+				if (blocks(a, child) && seq > pred_seq)
+				{
+					pred = child;
+					pred_seq = seq;
+				}
 			}
 		}
 		if (!found)
@@ -478,7 +583,8 @@ run_attempt(Attempt *a)
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("ZooKeeper node \"%s\" was deleted while waiting for the lock", a->node),
 					 errdetail("Something other than this backend removed it.")));
-		if (pred == NULL)
+		held = a->mode == LOCK_MODE_SEMAPHORE ? lower < a->permits : pred == NULL;
+		if (held)
 			return true;
 		if (a->timeout_ms == 0)
 			return false;
@@ -486,36 +592,29 @@ run_attempt(Attempt *a)
 		arm_lock_timeout(a);
 		if (a->watched)
 			pfree(a->watched);
-		a->watched = psprintf("%s/%s", a->parent, pred);
+		/* A semaphore's head waiter watches the leases; others one node. */
+		if (a->mode == LOCK_MODE_SEMAPHORE)
+		{
+			a->watched = pstrdup(a->parent);
+			a->watch_type = ZWATCHTYPE_CHILD;
+		}
+		else
+		{
+			a->watched = psprintf("%s/%s", a->parent, pred);
+			a->watch_type = ZWATCHTYPE_DATA;
+		}
 		free_request(&a->children);
 
 		events = bridge_watch_events();
-		a->watch = bridge_watch(a->zh, a->watched);
+		a->watch = bridge_watch(a->zh, a->watched, a->watch_type);
 		if (!await_reply(a, a->watch))
 			return false;
 		rc = a->watch->rc;
 		free_request(&a->watch);
 		if (rc == ZOK)
 		{
-			/* Sleep until the watch (or a session event) fires. */
-			ZkSessionSnapshot before;
-			ZkSessionSnapshot now;
-
-			bridge_session_snapshot(&before);
-			for (;;)
-			{
-				long		left = time_left(a);
-
-				if (bridge_watch_events() != events)
-					break;
-				bridge_session_snapshot(&now);
-				if (now.events != before.events)
-					break;
-				if (left == 0)
-					return false;
-				bridge_wait(left);
-				zk_session_check_alive("waiting for a lock");
-			}
+			if (!await_watch(a, events))
+				return false;
 		}
 		else if (rc == ZCONNECTIONLOSS)
 		{
@@ -537,9 +636,9 @@ give_up(Attempt *a)
 	drop_request(&a->children);
 	drop_request(&a->watch);
 	drop_request(&a->sync);
-	drop_request(&a->stat);
+	drop_request(&a->get);
 	if (a->watched)
-		bridge_remove_watch(a->zh, a->watched);
+		bridge_remove_watch(a->zh, a->watched, a->watch_type);
 	if (a->node)
 		bridge_delete_node(a->zh, a->node);
 	else if (a->create_unresolved)
@@ -562,7 +661,7 @@ disarm_lock_timeout(Attempt *a)
 
 /* JSON stored in our node, so that anyone can see who holds or waits. */
 static char *
-node_data(void)
+node_data(LockMode mode, int permits)
 {
 	static char *database = NULL;
 	static char host[256];
@@ -592,30 +691,50 @@ node_data(void)
 	escape_json(&buf, application_name ? application_name : "");
 	appendStringInfoString(&buf, ",\"requested_at\":");
 	escape_json(&buf, timestamptz_to_str(GetCurrentTimestamp()));
-	appendStringInfoString(&buf, ",\"mode\":\"exclusive\"}");
+	appendStringInfo(&buf, ",\"mode\":\"%s\"", lock_mode_names[mode]);
+	if (mode == LOCK_MODE_SEMAPHORE)
+		appendStringInfo(&buf, ",\"permits\":%d", permits);
+	appendStringInfoChar(&buf, '}');
 	return buf.data;
 }
 
-/*
- * Acquire the lock whose queue is below parent.  timeout_ms: -1 waits without
- * limit, 0 never waits.  On success fills held (in CurrentMemoryContext) and
- * returns true; on timeout returns false and leaves nothing in ZooKeeper.
- */
-bool
-lock_recipe_acquire(zhandle_t *zh, const char *parent, int timeout_ms,
-					HeldNode *held)
+static Attempt *
+attempt_new(zhandle_t *zh, const char *parent, LockMode mode,
+			const LockRequest *req, int64 deadline)
 {
 	Attempt    *a = palloc0(sizeof(Attempt));
-	bool		granted;
+	const char *kind;
 
 	a->zh = zh;
 	a->parent = parent;
-	a->timeout_ms = timeout_ms;
-	if (timeout_ms > 0)
-		a->deadline = bridge_now_ms() + timeout_ms;
+	a->mode = mode;
+	a->permits = req->permits;
+	a->own_writer = req->own_writer;
+	a->timeout_ms = req->timeout_ms;
+	a->deadline = deadline;
 	zk_session_new_tag(a->tag);
-	a->prefix = psprintf("%s/_c_%s-lock-", parent, a->tag);
-	a->data = node_data();
+	if (mode == LOCK_MODE_SHARED)
+		kind = "__READ__";
+	else if (mode == LOCK_MODE_SEMAPHORE)
+		kind = psprintf("permits%d-lease-", req->permits);
+	else if (zklock_exclusive_naming == EXCLUSIVE_NAMING_READWRITE &&
+			 req->mode == LOCK_MODE_EXCLUSIVE)
+		kind = "__WRIT__";
+	else
+		kind = "lock-";
+	a->prefix = psprintf("%s/_c_%s-%s", parent, a->tag, kind);
+	a->data = node_data(req->mode, req->permits);
+	return a;
+}
+
+/*
+ * Run an attempt to its end.  True with held filled in when granted; false
+ * when the deadline passed, and then nothing is left in ZooKeeper.
+ */
+static bool
+attempt_finish(Attempt *a, HeldNode *held)
+{
+	bool		granted;
 
 	PG_TRY();
 	{
@@ -642,6 +761,54 @@ lock_recipe_acquire(zhandle_t *zh, const char *parent, int timeout_ms,
 	held->token = a->czxid;
 	held->recheck_tag = a->created_again ? pstrdup(a->tag) : NULL;
 	return true;
+}
+
+/*
+ * A semaphore: take a lease, behind the gate <parent>/locks unless this is a
+ * try.  The gate is released as soon as the lease is held (or given up).
+ */
+static bool
+acquire_semaphore(zhandle_t *zh, const LockRequest *req, int64 deadline,
+				  HeldNode *held)
+{
+	char	   *leases = psprintf("%s/leases", req->parent);
+	HeldNode	gate = {0};
+	volatile bool granted;
+
+	if (req->timeout_ms != 0 &&
+		!attempt_finish(attempt_new(zh, psprintf("%s/locks", req->parent),
+									LOCK_MODE_EXCLUSIVE, req, deadline),
+						&gate))
+		return false;
+	PG_TRY();
+	{
+		granted = attempt_finish(attempt_new(zh, leases, LOCK_MODE_SEMAPHORE,
+											 req, deadline),
+								 held);
+	}
+	PG_FINALLY();
+	{
+		if (gate.path != NULL)
+			lock_recipe_release(zh, gate.path, gate.recheck_tag);
+	}
+	PG_END_TRY();
+	return granted;
+}
+
+/*
+ * Acquire what req asks for.  On success fills held (in CurrentMemoryContext)
+ * and returns true; on timeout returns false and leaves nothing in ZooKeeper.
+ */
+bool
+lock_recipe_acquire(zhandle_t *zh, const LockRequest *req, HeldNode *held)
+{
+	int64		deadline = req->timeout_ms > 0 ?
+		bridge_now_ms() + req->timeout_ms : 0;
+
+	if (req->mode == LOCK_MODE_SEMAPHORE)
+		return acquire_semaphore(zh, req, deadline, held);
+	return attempt_finish(attempt_new(zh, req->parent, req->mode, req, deadline),
+						  held);
 }
 
 /*

@@ -1,11 +1,30 @@
 /*
  * lock_recipe.h
- *	  The ZooKeeper lock recipe.
+ *	  The ZooKeeper lock recipes: exclusive and shared locks, semaphores.
  */
 #ifndef ZKLOCK_LOCK_RECIPE_H
 #define ZKLOCK_LOCK_RECIPE_H
 
 #include <zookeeper/zookeeper.h>
+
+typedef enum LockMode
+{
+	LOCK_MODE_EXCLUSIVE,
+	LOCK_MODE_SHARED,
+	LOCK_MODE_SEMAPHORE
+} LockMode;
+
+extern const char *const lock_mode_names[];
+
+/* What to acquire. */
+typedef struct LockRequest
+{
+	const char *parent;			/* the lock's parent znode */
+	LockMode	mode;
+	int			permits;		/* SEMAPHORE: holders allowed at once */
+	const char *own_writer;		/* SHARED: our exclusive node on it, if any */
+	int			timeout_ms;		/* -1 waits without limit, 0 never waits */
+} LockRequest;
 
 /* A node we hold: where it is and its fencing token. */
 typedef struct HeldNode
@@ -15,11 +34,14 @@ typedef struct HeldNode
 	char	   *recheck_tag;	/* see lock_recipe_release; usually NULL */
 } HeldNode;
 
-extern bool lock_recipe_acquire(zhandle_t *zh, const char *parent,
-								int timeout_ms, HeldNode *held);
+extern bool lock_recipe_acquire(zhandle_t *zh, const LockRequest *req,
+								HeldNode *held);
 extern void lock_recipe_release(zhandle_t *zh, const char *node,
 								const char *recheck_tag);
 extern void lock_recipe_await_releases(bool interruptible);
 extern void zk_report_error(int rc, const char *action, const char *path);
+
+extern int64 lock_node_sequence(const char *name);
+extern LockMode lock_node_mode(const char *name);
 
 #endif							/* ZKLOCK_LOCK_RECIPE_H */

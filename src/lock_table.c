@@ -2,8 +2,8 @@
  * lock_table.c
  *	  The backend's table of the locks it holds, with their hold counts.
  *
- * One znode per lock name, however often and in whichever scopes the backend
- * holds it.  Holds are counted like pg_advisory_lock's: session holds stack
+ * One znode per lock name and mode (exclusive, shared, semaphore), however
+ * often and in whichever scopes the backend holds it.  Holds are counted like pg_advisory_lock's: session holds stack
  * and are released one by one, transaction holds go at transaction end.
  *
  * Unlike pg_advisory_lock, a session hold taken in a (sub)transaction that
@@ -32,7 +32,7 @@ get_table(void)
 	{
 		HASHCTL		ctl;
 
-		ctl.keysize = ZKLOCK_NAME_MAX + 1;
+		ctl.keysize = ZKLOCK_NAME_MAX + 2;
 		ctl.entrysize = sizeof(LockEntry);
 		ctl.hcxt = TopMemoryContext;
 		lock_table = hash_create("zklock held locks", 64, &ctl,
@@ -41,10 +41,27 @@ get_table(void)
 	return lock_table;
 }
 
-LockEntry *
-lock_table_find(const char *name)
+/* The hash key of a lock: one letter for the mode, then the name. */
+static void
+make_key(char *key, const char *name, LockMode mode)
 {
-	return (LockEntry *) hash_search(get_table(), name, HASH_FIND, NULL);
+	static const char letters[] = {
+		[LOCK_MODE_EXCLUSIVE] = 'X',
+		[LOCK_MODE_SHARED] = 'S',
+		[LOCK_MODE_SEMAPHORE] = 'P',
+	};
+
+	key[0] = letters[mode];
+	strlcpy(key + 1, name, ZKLOCK_NAME_MAX + 1);
+}
+
+LockEntry *
+lock_table_find(const char *name, LockMode mode)
+{
+	char		key[ZKLOCK_NAME_MAX + 2];
+
+	make_key(key, name, mode);
+	return (LockEntry *) hash_search(get_table(), key, HASH_FIND, NULL);
 }
 
 int
@@ -67,7 +84,7 @@ drop_entry(LockEntry *entry, bool delete_node)
 	if (entry->recheck_tag)
 		pfree(entry->recheck_tag);
 	pfree(entry->pending);
-	hash_search(lock_table, entry->name, HASH_REMOVE, NULL);
+	hash_search(lock_table, entry->key, HASH_REMOVE, NULL);
 }
 
 static void
@@ -125,9 +142,11 @@ lock_table_add_hold(LockEntry *entry, LockScope scope)
  * the node.
  */
 LockEntry *
-lock_table_insert(const char *name, const char *node, const char *recheck_tag,
+lock_table_insert(const char *name, LockMode mode, int32 permits,
+				  const char *node, const char *recheck_tag,
 				  int64 token, uint64 generation, LockScope scope)
 {
+	char		key[ZKLOCK_NAME_MAX + 2];
 	char	   *node_copy = MemoryContextStrdup(TopMemoryContext, node);
 	char	   *tag_copy = recheck_tag ?
 		MemoryContextStrdup(TopMemoryContext, recheck_tag) : NULL;
@@ -136,8 +155,11 @@ lock_table_insert(const char *name, const char *node, const char *recheck_tag,
 	LockEntry  *entry;
 	bool		found;
 
-	entry = (LockEntry *) hash_search(get_table(), name, HASH_ENTER, &found);
+	make_key(key, name, mode);
+	entry = (LockEntry *) hash_search(get_table(), key, HASH_ENTER, &found);
 	Assert(!found);
+	entry->mode = mode;
+	entry->permits = permits;
 	entry->node = node_copy;
 	entry->recheck_tag = tag_copy;
 	entry->token = token;
@@ -218,11 +240,11 @@ lock_table_release_all_session(void)
  * Forget, with a WARNING each, the locks whose ZooKeeper session is gone.
  * live_generation is the session still usable, 0 if none is.  Returns how
  * many were forgotten; *first gets the name of one of them, *named_lost
- * whether one was called name.
+ * whether one was called name, in mode.
  */
 int
 lock_table_forget_lost(uint64 live_generation, const char *name,
-					   bool *named_lost, char *first)
+					   LockMode mode, bool *named_lost, char *first)
 {
 	HASH_SEQ_STATUS status;
 	LockEntry  *entry;
@@ -237,12 +259,15 @@ lock_table_forget_lost(uint64 live_generation, const char *name,
 			continue;
 		ereport(WARNING,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("zklock lock \"%s\" was lost", entry->name),
+				 errmsg("zklock %s \"%s\" was lost",
+						entry->mode == LOCK_MODE_SEMAPHORE ? "semaphore" : "lock",
+						LOCK_ENTRY_NAME(entry)),
 				 errdetail("Its ZooKeeper session expired or was disconnected for longer than the session timeout, so other sessions may have held it since."),
 				 errhint("Use fencing tokens (zk_lock_token) to make stale holders harmless.")));
 		if (forgotten++ == 0)
-			strlcpy(first, entry->name, ZKLOCK_NAME_MAX + 1);
-		if (name != NULL && strcmp(entry->name, name) == 0)
+			strlcpy(first, LOCK_ENTRY_NAME(entry), ZKLOCK_NAME_MAX + 1);
+		if (name != NULL && entry->mode == mode &&
+			strcmp(LOCK_ENTRY_NAME(entry), name) == 0)
 			*named_lost = true;
 		drop_entry(entry, false);
 	}

@@ -1,6 +1,6 @@
 /*
  * lock_table.h
- *	  The backend's table of the locks it holds.
+ *	  The backend's table of the locks (and semaphores) it holds.
  */
 #ifndef ZKLOCK_LOCK_TABLE_H
 #define ZKLOCK_LOCK_TABLE_H
@@ -10,6 +10,7 @@
 #include "utils/timestamp.h"
 
 #include "lock_name.h"
+#include "lock_recipe.h"
 
 typedef enum LockScope
 {
@@ -27,7 +28,9 @@ typedef struct PendingHolds
 
 typedef struct LockEntry
 {
-	char		name[ZKLOCK_NAME_MAX + 1];	/* hash key */
+	char		key[ZKLOCK_NAME_MAX + 2];	/* hash key: mode letter, name */
+	LockMode	mode;
+	int32		permits;		/* SEMAPHORE */
 	char	   *node;			/* our znode (TopMemoryContext) */
 	char	   *recheck_tag;	/* see lock_recipe_release; usually NULL */
 	int64		token;			/* its czxid: the fencing token */
@@ -41,8 +44,11 @@ typedef struct LockEntry
 	dlist_node	touched;		/* in touched_locks while npending > 0 */
 } LockEntry;
 
-extern LockEntry *lock_table_find(const char *name);
-extern LockEntry *lock_table_insert(const char *name, const char *node,
+#define LOCK_ENTRY_NAME(entry) ((entry)->key + 1)
+
+extern LockEntry *lock_table_find(const char *name, LockMode mode);
+extern LockEntry *lock_table_insert(const char *name, LockMode mode,
+									int32 permits, const char *node,
 									const char *recheck_tag, int64 token,
 									uint64 generation, LockScope scope);
 extern void lock_table_add_hold(LockEntry *entry, LockScope scope);
@@ -50,7 +56,8 @@ extern bool lock_table_release_session(LockEntry *entry);
 extern int	lock_table_release_all_session(void);
 extern int	lock_table_count(void);
 extern int	lock_table_forget_lost(uint64 live_generation, const char *name,
-								   bool *named_lost, char *first);
+								   LockMode mode, bool *named_lost,
+								   char *first);
 
 extern void lock_table_subxact_commit(SubTransactionId mine,
 									  SubTransactionId parent);

@@ -41,7 +41,7 @@ lost_locks_state(LockEntry *entry)
  * lost with its session.  True if one of them was called name.
  */
 bool
-lost_locks_forget(const char *name)
+lost_locks_forget(const char *name, LockMode mode)
 {
 	ZkSessionStatus status = zk_session_status();
 	uint64		live = status == ZK_SESSION_LOST ? 0 : zk_session_generation();
@@ -49,7 +49,7 @@ lost_locks_forget(const char *name)
 	char		first[ZKLOCK_NAME_MAX + 1];
 
 	bridge_emit_messages();
-	if (lock_table_forget_lost(live, name, &named_lost, first) > 0 &&
+	if (lock_table_forget_lost(live, name, mode, &named_lost, first) > 0 &&
 		!lost_in_xact)
 	{
 		lost_in_xact = true;
@@ -64,7 +64,7 @@ lost_locks_pre_commit(void)
 	/* Best effort needs no verdict; only a loss already known is reported. */
 	if (lock_table_count() > 0 && zklock_on_lost_lock == ON_LOST_LOCK_ERROR)
 		zk_session_await_verdict();
-	lost_locks_forget(NULL);
+	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
 
 	if (!lost_in_xact)
 		return;

@@ -25,6 +25,13 @@ PG_FUNCTION_INFO_V1(zk_lock_xact_acquire);
 PG_FUNCTION_INFO_V1(zk_lock_xact_try_acquire);
 PG_FUNCTION_INFO_V1(zk_lock_release);
 PG_FUNCTION_INFO_V1(zk_lock_release_all);
+PG_FUNCTION_INFO_V1(zk_lock_acquire_shared);
+PG_FUNCTION_INFO_V1(zk_lock_try_acquire_shared);
+PG_FUNCTION_INFO_V1(zk_lock_xact_acquire_shared);
+PG_FUNCTION_INFO_V1(zk_lock_xact_try_acquire_shared);
+PG_FUNCTION_INFO_V1(zk_lock_release_shared);
+PG_FUNCTION_INFO_V1(zk_semaphore_acquire);
+PG_FUNCTION_INFO_V1(zk_semaphore_release);
 PG_FUNCTION_INFO_V1(zk_lock_token);
 PG_FUNCTION_INFO_V1(zk_locks);
 PG_FUNCTION_INFO_V1(zk_session);
@@ -61,33 +68,59 @@ timeout_arg(FunctionCallInfo fcinfo, int argno)
 	return timeout_ms;
 }
 
+/*
+ * Acquire, or add a hold on, the lock called name in mode.  A shared lock
+ * taken by a backend that holds the exclusive one is granted at once (like
+ * Curator's read lock inside its write lock); the reverse would wait for
+ * itself forever, so it is an error.
+ */
 static bool
-acquire(const char *name, LockScope scope, int timeout_ms)
+acquire(const char *name, LockMode mode, int permits, LockScope scope,
+		int timeout_ms)
 {
 	LockEntry  *entry;
+	LockEntry  *writer = NULL;
 	zhandle_t  *zh;
 	uint64		generation;
-	char	   *parent;
+	LockRequest req = {0};
 	HeldNode	held;
 
-	lost_locks_forget(NULL);
-	entry = lock_table_find(name);
+	lost_locks_forget(NULL, mode);
+	entry = lock_table_find(name, mode);
+	if (entry != NULL && mode == LOCK_MODE_SEMAPHORE && entry->permits != permits)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock semaphore \"%s\" is held with %d permits, not %d",
+						name, entry->permits, permits),
+				 errhint("Use the same permits for a semaphore everywhere.")));
 	if (entry != NULL)
 	{
 		lock_table_add_hold(entry, scope);
 		return true;
 	}
+	if (mode == LOCK_MODE_EXCLUSIVE && lock_table_find(name, LOCK_MODE_SHARED))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
+				 errmsg("cannot acquire zklock lock \"%s\" in exclusive mode while holding it in shared mode", name),
+				 errdetail("The exclusive request would wait for this session's own shared lock."),
+				 errhint("Release the shared lock first.")));
+	if (mode == LOCK_MODE_SHARED)
+		writer = lock_table_find(name, LOCK_MODE_EXCLUSIVE);
 
 	zh = zk_session_require(lock_table_count() > 0);
 	generation = zk_session_generation();
-	parent = zklock_parent_path(name);
-	if (!lock_recipe_acquire(zh, parent, timeout_ms, &held))
+	req.parent = zklock_parent_path(name);
+	req.mode = mode;
+	req.permits = permits;
+	req.own_writer = writer ? writer->node : NULL;
+	req.timeout_ms = timeout_ms;
+	if (!lock_recipe_acquire(zh, &req, &held))
 		return false;
 
 	PG_TRY();
 	{
-		lock_table_insert(name, held.path, held.recheck_tag, held.token,
-						  generation, scope);
+		lock_table_insert(name, mode, permits, held.path, held.recheck_tag,
+						  held.token, generation, scope);
 	}
 	PG_CATCH();
 	{
@@ -103,13 +136,15 @@ zk_lock_acquire(PG_FUNCTION_ARGS)
 {
 	char	   *name = name_arg(fcinfo, 0);
 
-	PG_RETURN_BOOL(acquire(name, LOCK_SCOPE_SESSION, timeout_arg(fcinfo, 1)));
+	PG_RETURN_BOOL(acquire(name, LOCK_MODE_EXCLUSIVE, 0, LOCK_SCOPE_SESSION,
+						   timeout_arg(fcinfo, 1)));
 }
 
 Datum
 zk_lock_try_acquire(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(acquire(name_arg(fcinfo, 0), LOCK_SCOPE_SESSION, 0));
+	PG_RETURN_BOOL(acquire(name_arg(fcinfo, 0), LOCK_MODE_EXCLUSIVE, 0,
+						   LOCK_SCOPE_SESSION, 0));
 }
 
 Datum
@@ -117,38 +152,110 @@ zk_lock_xact_acquire(PG_FUNCTION_ARGS)
 {
 	char	   *name = name_arg(fcinfo, 0);
 
-	PG_RETURN_BOOL(acquire(name, LOCK_SCOPE_XACT, timeout_arg(fcinfo, 1)));
+	PG_RETURN_BOOL(acquire(name, LOCK_MODE_EXCLUSIVE, 0, LOCK_SCOPE_XACT,
+						   timeout_arg(fcinfo, 1)));
 }
 
 Datum
 zk_lock_xact_try_acquire(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(acquire(name_arg(fcinfo, 0), LOCK_SCOPE_XACT, 0));
+	PG_RETURN_BOOL(acquire(name_arg(fcinfo, 0), LOCK_MODE_EXCLUSIVE, 0,
+						   LOCK_SCOPE_XACT, 0));
+}
+
+Datum
+zk_lock_acquire_shared(PG_FUNCTION_ARGS)
+{
+	char	   *name = name_arg(fcinfo, 0);
+
+	PG_RETURN_BOOL(acquire(name, LOCK_MODE_SHARED, 0, LOCK_SCOPE_SESSION,
+						   timeout_arg(fcinfo, 1)));
+}
+
+Datum
+zk_lock_try_acquire_shared(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire(name_arg(fcinfo, 0), LOCK_MODE_SHARED, 0,
+						   LOCK_SCOPE_SESSION, 0));
+}
+
+Datum
+zk_lock_xact_acquire_shared(PG_FUNCTION_ARGS)
+{
+	char	   *name = name_arg(fcinfo, 0);
+
+	PG_RETURN_BOOL(acquire(name, LOCK_MODE_SHARED, 0, LOCK_SCOPE_XACT,
+						   timeout_arg(fcinfo, 1)));
+}
+
+Datum
+zk_lock_xact_try_acquire_shared(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire(name_arg(fcinfo, 0), LOCK_MODE_SHARED, 0,
+						   LOCK_SCOPE_XACT, 0));
+}
+
+Datum
+zk_semaphore_acquire(PG_FUNCTION_ARGS)
+{
+	char	   *name = name_arg(fcinfo, 0);
+	int32		permits;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("permits must not be null")));
+	permits = PG_GETARG_INT32(1);
+	if (permits < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("permits must be at least 1")));
+	PG_RETURN_BOOL(acquire(name, LOCK_MODE_SEMAPHORE, permits,
+						   LOCK_SCOPE_SESSION, timeout_arg(fcinfo, 2)));
+}
+
+/* Give up one session hold of name in mode; false with a WARNING if none. */
+static bool
+release(const char *name, LockMode mode)
+{
+	LockEntry  *entry;
+
+	/* A lost lock is not held; its WARNING says so already. */
+	if (lost_locks_forget(name, mode))
+		return false;
+	entry = lock_table_find(name, mode);
+	if (entry != NULL && lock_table_release_session(entry))
+	{
+		lock_recipe_await_releases(true);
+		return true;
+	}
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING),
+			 mode == LOCK_MODE_SEMAPHORE ?
+			 errmsg("zklock semaphore \"%s\" is not held by this session", name) :
+			 mode == LOCK_MODE_SHARED ?
+			 errmsg("zklock shared session lock \"%s\" is not held by this session", name) :
+			 errmsg("zklock session lock \"%s\" is not held by this session", name),
+			 entry != NULL ? errhint("Transaction locks are released when the transaction ends.") : 0));
+	return false;
 }
 
 Datum
 zk_lock_release(PG_FUNCTION_ARGS)
 {
-	char	   *name = name_arg(fcinfo, 0);
-	LockEntry  *entry;
+	PG_RETURN_BOOL(release(name_arg(fcinfo, 0), LOCK_MODE_EXCLUSIVE));
+}
 
-	/* A lost lock is not held; its WARNING says so already. */
-	if (lost_locks_forget(name))
-		PG_RETURN_BOOL(false);
-	entry = lock_table_find(name);
-	if (entry != NULL && lock_table_release_session(entry))
-	{
-		lock_recipe_await_releases(true);
-		PG_RETURN_BOOL(true);
-	}
-	else
-	{
-		ereport(WARNING,
-				(errcode(ERRCODE_WARNING),
-				 errmsg("zklock session lock \"%s\" is not held by this session", name),
-				 entry != NULL ? errhint("Transaction locks are released when the transaction ends.") : 0));
-		PG_RETURN_BOOL(false);
-	}
+Datum
+zk_lock_release_shared(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(release(name_arg(fcinfo, 0), LOCK_MODE_SHARED));
+}
+
+Datum
+zk_semaphore_release(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(release(name_arg(fcinfo, 0), LOCK_MODE_SEMAPHORE));
 }
 
 Datum
@@ -156,28 +263,32 @@ zk_lock_release_all(PG_FUNCTION_ARGS)
 {
 	int			released;
 
-	lost_locks_forget(NULL);
+	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
 	released = lock_table_release_all_session();
 	lock_recipe_await_releases(true);
 	PG_RETURN_INT32(released);
 }
 
+/* The token of the lock held in the strongest mode: exclusive, shared, semaphore. */
 Datum
 zk_lock_token(PG_FUNCTION_ARGS)
 {
 	char	   *name = name_arg(fcinfo, 0);
-	LockEntry  *entry;
 
-	lost_locks_forget(NULL);
-	entry = lock_table_find(name);
-	if (entry == NULL)
-		PG_RETURN_NULL();
-	PG_RETURN_INT64(entry->token);
+	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
+	for (LockMode mode = LOCK_MODE_EXCLUSIVE; mode <= LOCK_MODE_SEMAPHORE; mode++)
+	{
+		LockEntry  *entry = lock_table_find(name, mode);
+
+		if (entry != NULL)
+			PG_RETURN_INT64(entry->token);
+	}
+	PG_RETURN_NULL();
 }
 
 /* ---- zk_locks ---- */
 
-#define ZK_LOCKS_COLS 7
+#define ZK_LOCKS_COLS 8
 
 static void
 emit_row(Tuplestorestate *store, TupleDesc desc, LockEntry *entry,
@@ -186,13 +297,14 @@ emit_row(Tuplestorestate *store, TupleDesc desc, LockEntry *entry,
 	Datum		values[ZK_LOCKS_COLS];
 	bool		nulls[ZK_LOCKS_COLS] = {0};
 
-	values[0] = CStringGetTextDatum(entry->name);
-	values[1] = CStringGetTextDatum(scope);
-	values[2] = Int32GetDatum(count);
-	values[3] = CStringGetTextDatum(entry->node);
-	values[4] = Int64GetDatum(entry->token);
-	values[5] = TimestampTzGetDatum(entry->acquired_at);
-	values[6] = CStringGetTextDatum(lost_locks_state(entry));
+	values[0] = CStringGetTextDatum(LOCK_ENTRY_NAME(entry));
+	values[1] = CStringGetTextDatum(lock_mode_names[entry->mode]);
+	values[2] = CStringGetTextDatum(scope);
+	values[3] = Int32GetDatum(count);
+	values[4] = CStringGetTextDatum(entry->node);
+	values[5] = Int64GetDatum(entry->token);
+	values[6] = TimestampTzGetDatum(entry->acquired_at);
+	values[7] = CStringGetTextDatum(lost_locks_state(entry));
 	tuplestore_putvalues(store, desc, values, nulls);
 }
 

@@ -62,6 +62,7 @@ typedef struct JanitorTask
 	char	   *path;			/* node to delete, or parent to search */
 	char	   *tag;			/* when searching: the attempt tag */
 	bool		counted;		/* in deletes_in_flight */
+	int			watch_type;		/* when removing a watch */
 } JanitorTask;
 
 static void janitor_delete(zhandle_t *zh, const char *path);
@@ -245,6 +246,7 @@ request_destroy(ZkRequest *req)
 	free(req->tag);
 	free(req->created);
 	free(req->children);
+	free(req->data);
 	free(req);
 }
 
@@ -271,10 +273,10 @@ finish_abandoned(ZkRequest *req)
 			break;
 		case ZKREQ_WATCH:
 			if (req->rc == ZOK)
-				bridge_remove_watch(req->zh, req->path);
+				bridge_remove_watch(req->zh, req->path, req->watch_type);
 			break;
 		case ZKREQ_CHILDREN:
-		case ZKREQ_STAT:
+		case ZKREQ_GET:
 		case ZKREQ_SYNC:
 			break;
 	}
@@ -359,12 +361,32 @@ watch_completion(int rc, const char *value, int value_len,
 }
 
 static void
-stat_completion(int rc, const struct Stat *stat, const void *data)
+watch_children_completion(int rc, const struct String_vector *strings,
+						  const void *data)
+{
+	complete((ZkRequest *) data, rc);
+}
+
+static void
+get_completion(int rc, const char *value, int value_len,
+			   const struct Stat *stat, const void *data)
 {
 	ZkRequest  *req = (ZkRequest *) data;
 
 	if (rc == ZOK)
+	{
+		int			len = value != NULL && value_len > 0 ? value_len : 0;
+
 		req->czxid = stat->czxid;
+		req->data = malloc(len + 1);
+		if (req->data == NULL)
+			rc = ZSYSTEMERROR;
+		else
+		{
+			memcpy(req->data, value, len);
+			req->data[len] = '\0';
+		}
+	}
 	complete(req, rc);
 }
 
@@ -375,11 +397,12 @@ sync_completion(int rc, const char *value, const void *data)
 }
 
 /*
- * Client thread: the watch on a predecessor fired.  Session events reach
+ * Client thread: the watch a waiter set (on its predecessor, or on a
+ * semaphore's leases) fired.  Session events reach
  * every watcher too; those are the session watcher's business.
  */
 static void
-predecessor_watcher(zhandle_t *zh, int type, int state, const char *path,
+waiter_watcher(zhandle_t *zh, int type, int state, const char *path,
 					void *ctx)
 {
 	if (type == ZOO_SESSION_EVENT)
@@ -420,22 +443,29 @@ bridge_get_children(zhandle_t *zh, const char *path)
 	return issued(req, zoo_aget_children(zh, path, 0, children_completion, req));
 }
 
-/* A get-data watch: unlike an exists watch it is not left armed if the node is gone. */
+/*
+ * A get-data watch on a node (unlike an exists watch it is not left armed if
+ * the node is gone), or a children watch on a parent.
+ */
 ZkRequest *
-bridge_watch(zhandle_t *zh, const char *path)
+bridge_watch(zhandle_t *zh, const char *path, int watch_type)
 {
 	ZkRequest  *req = request_new(ZKREQ_WATCH, zh, path, NULL);
 
-	return issued(req, zoo_awget(zh, path, predecessor_watcher, NULL,
+	req->watch_type = watch_type;
+	if (watch_type == ZWATCHTYPE_CHILD)
+		return issued(req, zoo_awget_children(zh, path, waiter_watcher, NULL,
+											  watch_children_completion, req));
+	return issued(req, zoo_awget(zh, path, waiter_watcher, NULL,
 								 watch_completion, req));
 }
 
 ZkRequest *
-bridge_stat(zhandle_t *zh, const char *path)
+bridge_get(zhandle_t *zh, const char *path)
 {
-	ZkRequest  *req = request_new(ZKREQ_STAT, zh, path, NULL);
+	ZkRequest  *req = request_new(ZKREQ_GET, zh, path, NULL);
 
-	return issued(req, zoo_aexists(zh, path, 0, stat_completion, req));
+	return issued(req, zoo_aget(zh, path, 0, get_completion, req));
 }
 
 ZkRequest *
@@ -694,7 +724,7 @@ remove_watch_done(int rc, const void *data)
 	 * client's copy, which it would re-register on reconnect, is left.
 	 */
 	if (retryable(rc))
-		zoo_remove_all_watches(task->zh, task->path, ZWATCHTYPE_DATA, 1);
+		zoo_remove_all_watches(task->zh, task->path, task->watch_type, 1);
 	janitor_free(task);
 }
 
@@ -702,14 +732,16 @@ remove_watch_done(int rc, const void *data)
  * Any thread: stop watching a predecessor we no longer wait for.  "All"
  * watches, because only that request (removeWatches) drops the server's
  * watch: the other one (checkWatches) only forgets the client's.  We never
- * set more than one data watch on a path.
+ * set more than one watch of a type on a path.
  */
 void
-bridge_remove_watch(zhandle_t *zh, const char *path)
+bridge_remove_watch(zhandle_t *zh, const char *path, int watch_type)
 {
 	JanitorTask *task = janitor_task(zh, path, NULL, false);
 
-	if (task && zoo_aremove_all_watches(zh, path, ZWATCHTYPE_DATA, 0,
+	if (task)
+		task->watch_type = watch_type;
+	if (task && zoo_aremove_all_watches(zh, path, watch_type, 0,
 										(void_completion_t *) remove_watch_done,
 										task) != ZOK)
 		janitor_free(task);		/* ZNOWATCHER: it fired already */

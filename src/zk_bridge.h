@@ -12,8 +12,8 @@ typedef enum ZkRequestKind
 {
 	ZKREQ_CREATE,				/* zoo_acreate2: path of the new node, czxid */
 	ZKREQ_CHILDREN,				/* zoo_aget_children: names */
-	ZKREQ_WATCH,				/* zoo_awget with the predecessor watcher */
-	ZKREQ_STAT,					/* zoo_aexists without a watch: czxid */
+	ZKREQ_WATCH,				/* zoo_awget(_children) with the waiter's watcher */
+	ZKREQ_GET,					/* zoo_aget without a watch: data, czxid */
 	ZKREQ_SYNC					/* zoo_async: catch the server up with the leader */
 } ZkRequestKind;
 
@@ -32,7 +32,9 @@ typedef struct ZkRequest
 	bool		abandoned;
 	int			rc;
 	char	   *created;		/* CREATE: full path of the new node */
-	int64_t		czxid;			/* CREATE, STAT: the node's creation zxid */
+	int64_t		czxid;			/* CREATE, GET: the node's creation zxid */
+	int			watch_type;		/* WATCH: ZWATCHTYPE_DATA or _CHILD */
+	char	   *data;			/* GET: the node's data, NUL-terminated */
 	int			nchildren;		/* CHILDREN */
 	char	  **children;
 } ZkRequest;
@@ -57,8 +59,8 @@ extern ZkRequest *bridge_create(zhandle_t *zh, const char *path,
 								const struct ACL_vector *acl, int mode,
 								const char *tag);
 extern ZkRequest *bridge_get_children(zhandle_t *zh, const char *path);
-extern ZkRequest *bridge_watch(zhandle_t *zh, const char *path);
-extern ZkRequest *bridge_stat(zhandle_t *zh, const char *path);
+extern ZkRequest *bridge_watch(zhandle_t *zh, const char *path, int watch_type);
+extern ZkRequest *bridge_get(zhandle_t *zh, const char *path);
 extern ZkRequest *bridge_sync(zhandle_t *zh, const char *path);
 extern bool bridge_done(ZkRequest *req);
 extern void bridge_free(ZkRequest *req);
@@ -68,7 +70,7 @@ extern void bridge_abandon(ZkRequest *req);
 extern void bridge_delete_node(zhandle_t *zh, const char *path);
 extern void bridge_delete_tagged(zhandle_t *zh, const char *parent,
 								 const char *tag);
-extern void bridge_remove_watch(zhandle_t *zh, const char *path);
+extern void bridge_remove_watch(zhandle_t *zh, const char *path, int watch_type);
 extern bool bridge_deletes_pending(void);
 
 /* Waiting (backend). */

@@ -9,6 +9,8 @@
 
 /* Length of an attempt tag, a UUID-shaped string, without the NUL. */
 #define ZK_TAG_LEN 36
+/* Its first part, the same for every attempt of one ZooKeeper session. */
+#define ZK_TAG_SESSION_LEN 18
 
 typedef enum ZkSessionStatus
 {
