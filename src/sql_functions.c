@@ -131,69 +131,25 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 	return true;
 }
 
-Datum
-zk_lock_acquire(PG_FUNCTION_ARGS)
-{
-	char	   *name = name_arg(fcinfo, 0);
-
-	PG_RETURN_BOOL(acquire(name, LOCK_MODE_EXCLUSIVE, 0, LOCK_SCOPE_SESSION,
-						   timeout_arg(fcinfo, 1)));
+/* The lock functions differ only in mode, scope and whether they wait. */
+#define LOCK_ACQUIRE_FUNCTION(fn, mode, scope, waits) \
+Datum \
+fn(PG_FUNCTION_ARGS) \
+{ \
+	char	   *name = name_arg(fcinfo, 0); \
+\
+	PG_RETURN_BOOL(acquire(name, mode, 0, scope, \
+						   (waits) ? timeout_arg(fcinfo, 1) : 0)); \
 }
 
-Datum
-zk_lock_try_acquire(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(acquire(name_arg(fcinfo, 0), LOCK_MODE_EXCLUSIVE, 0,
-						   LOCK_SCOPE_SESSION, 0));
-}
-
-Datum
-zk_lock_xact_acquire(PG_FUNCTION_ARGS)
-{
-	char	   *name = name_arg(fcinfo, 0);
-
-	PG_RETURN_BOOL(acquire(name, LOCK_MODE_EXCLUSIVE, 0, LOCK_SCOPE_XACT,
-						   timeout_arg(fcinfo, 1)));
-}
-
-Datum
-zk_lock_xact_try_acquire(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(acquire(name_arg(fcinfo, 0), LOCK_MODE_EXCLUSIVE, 0,
-						   LOCK_SCOPE_XACT, 0));
-}
-
-Datum
-zk_lock_acquire_shared(PG_FUNCTION_ARGS)
-{
-	char	   *name = name_arg(fcinfo, 0);
-
-	PG_RETURN_BOOL(acquire(name, LOCK_MODE_SHARED, 0, LOCK_SCOPE_SESSION,
-						   timeout_arg(fcinfo, 1)));
-}
-
-Datum
-zk_lock_try_acquire_shared(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(acquire(name_arg(fcinfo, 0), LOCK_MODE_SHARED, 0,
-						   LOCK_SCOPE_SESSION, 0));
-}
-
-Datum
-zk_lock_xact_acquire_shared(PG_FUNCTION_ARGS)
-{
-	char	   *name = name_arg(fcinfo, 0);
-
-	PG_RETURN_BOOL(acquire(name, LOCK_MODE_SHARED, 0, LOCK_SCOPE_XACT,
-						   timeout_arg(fcinfo, 1)));
-}
-
-Datum
-zk_lock_xact_try_acquire_shared(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(acquire(name_arg(fcinfo, 0), LOCK_MODE_SHARED, 0,
-						   LOCK_SCOPE_XACT, 0));
-}
+LOCK_ACQUIRE_FUNCTION(zk_lock_acquire, LOCK_MODE_EXCLUSIVE, LOCK_SCOPE_SESSION, true)
+LOCK_ACQUIRE_FUNCTION(zk_lock_try_acquire, LOCK_MODE_EXCLUSIVE, LOCK_SCOPE_SESSION, false)
+LOCK_ACQUIRE_FUNCTION(zk_lock_xact_acquire, LOCK_MODE_EXCLUSIVE, LOCK_SCOPE_XACT, true)
+LOCK_ACQUIRE_FUNCTION(zk_lock_xact_try_acquire, LOCK_MODE_EXCLUSIVE, LOCK_SCOPE_XACT, false)
+LOCK_ACQUIRE_FUNCTION(zk_lock_acquire_shared, LOCK_MODE_SHARED, LOCK_SCOPE_SESSION, true)
+LOCK_ACQUIRE_FUNCTION(zk_lock_try_acquire_shared, LOCK_MODE_SHARED, LOCK_SCOPE_SESSION, false)
+LOCK_ACQUIRE_FUNCTION(zk_lock_xact_acquire_shared, LOCK_MODE_SHARED, LOCK_SCOPE_XACT, true)
+LOCK_ACQUIRE_FUNCTION(zk_lock_xact_try_acquire_shared, LOCK_MODE_SHARED, LOCK_SCOPE_XACT, false)
 
 Datum
 zk_semaphore_acquire(PG_FUNCTION_ARGS)

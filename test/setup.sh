@@ -15,6 +15,8 @@ zklock_packages=(
 	zookeeper
 	libipc-run-perl
 	python3-kazoo
+	libcurator-recipes-java
+	openjdk-17-jdk-headless
 )
 
 zklock_install_packages()

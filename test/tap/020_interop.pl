@@ -1,0 +1,447 @@
+
+# Interoperability with Apache Curator (Java) and Kazoo (Python): a zklock
+# lock on an absolute path and the lock recipes of those libraries on the
+# same path exclude each other, queue behind each other and hand over, in
+# both directions.  The other side is test/interop/CuratorLock.java (run by
+# Java's single-file source launcher) and test/interop/kazoo_lock.py.
+#
+#   Curator InterProcessMutex              zk_lock_acquire & co.
+#   Kazoo Lock(extra_lock_patterns=["-lock-"])   zk_lock_acquire & co.
+#   Curator InterProcessReadWriteLock
+#     readLock()                           zk_lock_acquire_shared & co.
+#     writeLock()                          zk_lock_acquire & co. with
+#                                          zklock.exclusive_naming = readwrite
+#   Kazoo ReadLock / WriteLock (with extra_lock_patterns)   the same
+
+use strict;
+use warnings;
+
+use FindBin;
+use IPC::Run ();
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(sleep time);
+
+use ZklockTest;
+
+my $interop = "$FindBin::Bin/../interop";
+my $curator_cp = join ':',
+  map { "/usr/share/java/$_.jar" } qw(curator-recipes slf4j-nop);
+
+# What the other side needs (test/setup.sh installs it): fail, not skip.
+ok( -r '/usr/share/java/curator-recipes.jar'
+	  && -r '/usr/share/java/slf4j-nop.jar'
+	  && `java --list-modules 2>/dev/null` =~ /^jdk\.compiler\@/m,
+	'Curator 5 and a JDK are installed (libcurator-recipes-java, openjdk-17-jdk-headless)'
+) or die "interop prerequisites missing\n";
+ok(system('/usr/bin/python3', '-c', 'import kazoo') == 0,
+	'Kazoo is installed (python3-kazoo)')
+  or die "interop prerequisites missing\n";
+ok(-r "$interop/CuratorLock.java" && -r "$interop/kazoo_lock.py",
+	"the interop programs are in $interop")
+  or die "interop programs missing\n";
+
+my $zk = start_zk(servers => 1);
+my $node = zk_node('interop', $zk);
+
+my %command = (
+	curator => [
+		'java', '-Xmx128m', '-XX:+UseSerialGC', '-cp', $curator_cp,
+		"$interop/CuratorLock.java"
+	],
+	kazoo => [ '/usr/bin/python3', "$interop/kazoo_lock.py" ],);
+my %display = (curator => 'Curator', kazoo => 'Kazoo');
+my @programs;
+
+# ---------------------------------------------------------------------------
+# The other side: CuratorLock.java / kazoo_lock.py under IPC::Run.  Every
+# wait is bounded; a program still running at the end is killed.
+
+# Start "$lib HOSTS PATH KIND ACTION..."; returns a handle.
+sub program_start
+{
+	my ($lib, $path, $kind, @action) = @_;
+	my $p = {
+		what => "$display{$lib} $kind $action[0]",
+		in => '',
+		out => '',
+		err => ''
+	};
+	$p->{h} = IPC::Run::start(
+		[ @{ $command{$lib} }, $zk->hosts, $path, $kind, @action ],
+		'<', \$p->{in}, '>', \$p->{out}, '2>', \$p->{err});
+	push @programs, $p;
+	return $p;
+}
+
+# Pump until its stdout matches $re, it exits, or $secs have passed.
+# Returns $re's first capture (1 if it has none), undef if no match.
+sub program_wait
+{
+	my ($p, $re, $secs) = @_;
+	my $deadline = time + $secs;
+	while (1)
+	{
+		eval { $p->{h}->pump_nb };
+		return defined $1 ? $1 : 1 if $p->{out} =~ $re;
+		return undef if time > $deadline || !$p->{h}->pumpable;
+		sleep 0.02;
+	}
+}
+
+# Has it printed $re by now (without waiting)?
+sub program_said
+{
+	my ($p, $re) = @_;
+	eval { $p->{h}->pump_nb };
+	return $p->{out} =~ $re;
+}
+
+# Wait (30 s at most) until it exits; returns its exit status, undef if it
+# had to be killed.
+sub program_end
+{
+	my ($p) = @_;
+	my $deadline = time + 30;
+	while ($p->{h}->pumpable && time < $deadline)
+	{
+		eval { $p->{h}->pump_nb };
+		sleep 0.02;
+	}
+	if ($p->{h}->pumpable)
+	{
+		$p->{h}->kill_kill;
+		$p->{done} = 1;
+		return undef;
+	}
+	$p->{h}->finish;
+	$p->{done} = 1;
+	return $p->{h}->result(0);
+}
+
+sub program_diag
+{
+	my ($p) = @_;
+	diag "$p->{what}: stdout:\n$p->{out}stderr:\n$p->{err}";
+	return;
+}
+
+# "$lib $kind try" on $path: 'acquired' or 'busy' (or what went wrong).
+sub program_try
+{
+	my ($lib, $path, $kind) = @_;
+	my $p = program_start($lib, $path, $kind, 'try');
+	my $answer = program_wait($p, qr/^(acquired|busy)$/m, 60);
+	my $status = program_end($p);
+	return $answer if defined $answer && defined $status && $status == 0;
+	program_diag($p);
+	return 'failed: exit status ' . ($status // 'none (killed)');
+}
+
+# Start "$lib $kind hold" on $path and wait until it is queued: it has
+# printed "started" and its node is the $nodes'th child of $path.
+sub program_hold
+{
+	my ($lib, $path, $kind, $nodes, $label) = @_;
+	my $p = program_start($lib, $path, $kind, 'hold', 300);
+	ok(program_wait($p, qr/^started$/m, 60), "$label: $p->{what} started")
+	  or program_diag($p);
+	ok(wait_children($path, $nodes, 30),
+		"$label: $p->{what} has its node in $path")
+	  or diag explain children($path);
+	return $p;
+}
+
+# Tell a holder to let go; wait until it has and has exited.
+sub program_release
+{
+	my ($p, $label) = @_;
+	$p->{in} .= "release\n";
+	my $ms = program_wait($p, qr/^released (\d+)$/m, 30);
+	my $status = program_end($p);
+	ok(defined $ms && defined $status && $status == 0,
+		"$label: $p->{what} releases and exits with status 0")
+	  or program_diag($p);
+	return $ms;
+}
+
+END
+{
+	for my $p (@programs)
+	{
+		next if $p->{done};
+		eval { $p->{h}->kill_kill };
+	}
+}
+
+# ---------------------------------------------------------------------------
+# The lock nodes under a parent.
+
+# The ephemeral children of $path, in queue order (by sequence suffix).
+sub children
+{
+	my ($path) = @_;
+	return [
+		sort { substr($a, -10) <=> substr($b, -10) }
+		  map { $_->[0] =~ m{^\Q$path\E/([^/]+)$} ? ($1) : () }
+		  grep { hex($_->[1]) != 0 } @{ $zk->tree($path) } ];
+}
+
+# Wait up to $secs until $path has $n ephemeral children; returns them, or
+# undef on timeout.
+sub wait_children
+{
+	my ($path, $n, $secs) = @_;
+	my $deadline = time + $secs;
+	while (1)
+	{
+		my $kids = children($path);
+		return $kids if @$kids == $n;
+		return undef if time > $deadline;
+		sleep 0.1;
+	}
+}
+
+sub epoch_granted
+{
+	my ($s, $path) = @_;
+	return $s->query_safe(
+		"SELECT extract(epoch FROM acquired_at) FROM zk_locks WHERE name = '$path'"
+	);
+}
+
+# ---------------------------------------------------------------------------
+# The scenarios.
+
+# zklock's lock on $path (functions $zl->{try}, {acquire}, {release}, session
+# set up with $setup) and $lib's $kind lock exclude each other, both ways:
+#  1. zklock holds: $lib's try fails; $lib's hold queues, acquires only
+#     after zklock's release, promptly.
+#  2. $lib holds: zklock's try fails and leaves no node; zklock's acquire
+#     (with a 20 s timeout) waits, and is granted only after $lib's release,
+#     promptly.
+sub exclude_both_ways
+{
+	my (%a) = @_;
+	my ($label, $lib, $kind, $path, $zl, $setup, $node_re) =
+	  @a{qw(label lib kind path zl setup node_re)};
+	my $Lib = $display{$lib};
+
+	note "$label: zklock $zl->{acquire} vs $Lib $kind on $path";
+	my $s = session($node, 'interop_holder');
+	$s->query_safe($setup) if $setup;
+
+	# 1. zklock first.
+	is($s->query_safe("SELECT $zl->{try}('$path')"),
+		't', "$label: zklock takes $path");
+	my $kids = children($path);
+	ok(@$kids == 1 && $kids->[0] =~ $node_re,
+		"$label: zklock's node is $path/<name matching $node_re>")
+	  or diag explain $kids;
+	is(program_try($lib, $path, $kind),
+		'busy', "$label: $Lib $kind try while zklock holds: busy");
+	ok(wait_children($path, 1, 10), "$label: ${Lib}'s try left no node")
+	  or diag explain children($path);
+
+	my $p = program_hold($lib, $path, $kind, 2, $label);
+	sleep 1;
+	ok(!program_said($p, qr/acquired/),
+		"$label: $Lib $kind does not acquire while zklock holds (1 s)")
+	  or program_diag($p);
+	my $t_release = time;
+	is($s->query_safe("SELECT $zl->{release}('$path')"),
+		't', "$label: zklock releases");
+	my $ms = program_wait($p, qr/^acquired (\d+)$/m, 10);
+	ok(defined $ms, "$label: $Lib $kind acquires after zklock's release")
+	  or program_diag($p);
+	$ms //= 0;
+	cmp_ok($ms, '>=', int($t_release * 1000),
+		"$label: $Lib $kind acquired after the release was sent, not before");
+	cmp_ok($ms / 1000 - $t_release,
+		'<', 5, "$label: $Lib $kind acquired within 5 s of the release");
+
+	# 2. $lib holds ($p above).
+	is($s->query_safe("SELECT $zl->{try}('$path')"),
+		'f', "$label: zklock's try while $Lib $kind holds: false");
+	ok(wait_children($path, 1, 10), "$label: zklock's failed try left no node")
+	  or diag explain children($path);
+
+	my $w = session($node, 'interop_waiter');
+	$w->query_safe($setup) if $setup;
+	send_query($w, "SELECT 'granted', $zl->{acquire}('$path', 20000)",
+		'acquire_done');
+	ok(wait_for_wait_event($node, 'interop_waiter'),
+		"$label: zklock's $zl->{acquire} waits for $Lib $kind");
+	ok(wait_children($path, 2, 10), "$label: zklock queued behind $Lib")
+	  or diag explain children($path);
+	sleep 1;
+	$w->{run}->pump_nb;
+	unlike($w->{stdout}, qr/granted|acquire_done/,
+		"$label: zklock does not acquire while $Lib $kind holds (1 s)");
+	my $t_program_release = time;
+	program_release($p, $label);
+	like(wait_marker($w, 'acquire_done'),
+		qr/^granted\|t$/m, "$label: zklock acquires after ${Lib}'s release");
+	my $granted = epoch_granted($w, $path);
+	cmp_ok($granted, '>=', $t_program_release - 0.001,
+		"$label: zklock granted after $Lib was told to release, not before");
+	cmp_ok($granted - $t_program_release,
+		'<', 5, "$label: zklock granted within 5 s of ${Lib}'s release");
+	is($w->query_safe("SELECT $zl->{release}('$path')"),
+		't', "$label: zklock releases again");
+	ok(wait_children($path, 0, 10), "$label: no node left in $path")
+	  or diag explain children($path);
+	$w->quit;
+	$s->quit;
+	return;
+}
+
+# zklock's shared lock and $lib's $kind (read) lock on $path are held
+# together, whichever came first.
+sub share_both_ways
+{
+	my (%a) = @_;
+	my ($label, $lib, $kind, $path, $node_re) =
+	  @a{qw(label lib kind path node_re)};
+	my $Lib = $display{$lib};
+
+	note "$label: zklock shared vs $Lib $kind on $path";
+	my $s1 = session($node, 'interop_reader1');
+	my $s2 = session($node, 'interop_reader2');
+
+	is($s1->query_safe("SELECT zk_lock_try_acquire_shared('$path')"),
+		't', "$label: zklock takes $path shared");
+	my $kids = children($path);
+	ok(@$kids == 1 && $kids->[0] =~ $node_re,
+		"$label: zklock's shared node is $path/<name matching $node_re>")
+	  or diag explain $kids;
+	is(program_try($lib, $path, $kind),
+		'acquired', "$label: $Lib $kind try while zklock holds shared: acquired");
+
+	my $p = program_hold($lib, $path, $kind, 2, $label);
+	ok(defined program_wait($p, qr/^acquired (\d+)$/m, 10),
+		"$label: $Lib $kind acquires while zklock holds shared")
+	  or program_diag($p);
+	is($s2->query_safe("SELECT zk_lock_try_acquire_shared('$path')"),
+		't', "$label: a second zklock session takes it shared too");
+	is($s2->query_safe("SELECT zk_lock_release_shared('$path')"),
+		't', "$label: the second zklock session releases");
+	is($s1->query_safe("SELECT zk_lock_release_shared('$path')"),
+		't', "$label: zklock releases");
+	is($s1->query_safe("SELECT zk_lock_acquire_shared('$path', 5000)"),
+		't', "$label: zklock takes it shared again while only $Lib $kind holds");
+	ok(wait_children($path, 2, 10), "$label: zklock and $Lib hold, nobody else")
+	  or diag explain children($path);
+	program_release($p, $label);
+	is($s1->query_safe("SELECT zk_lock_release_shared('$path')"),
+		't', "$label: zklock releases again");
+	ok(wait_children($path, 0, 10), "$label: no node left in $path")
+	  or diag explain children($path);
+	$s1->quit;
+	$s2->quit;
+	return;
+}
+
+my %exclusive = (
+	try => 'zk_lock_try_acquire',
+	acquire => 'zk_lock_acquire',
+	release => 'zk_lock_release');
+my %shared = (
+	try => 'zk_lock_try_acquire_shared',
+	acquire => 'zk_lock_acquire_shared',
+	release => 'zk_lock_release_shared');
+my $readwrite = q{SET zklock.exclusive_naming = 'readwrite'};
+my $mutex_node = qr/^_c_[^\/]+-lock-\d{10}$/;
+my $write_node = qr/^_c_[^\/]+-__WRIT__\d{10}$/;
+my $read_node = qr/^_c_[^\/]+-__READ__\d{10}$/;
+
+# 1. Curator InterProcessMutex.
+exclude_both_ways(
+	label => 'Curator mutex',
+	lib => 'curator',
+	kind => 'mutex',
+	path => '/interop/mutex',
+	zl => \%exclusive,
+	node_re => $mutex_node);
+
+# 2. Kazoo Lock with extra_lock_patterns=["-lock-"].
+exclude_both_ways(
+	label => 'Kazoo Lock',
+	lib => 'kazoo',
+	kind => 'mutex',
+	path => '/interop/kazoo',
+	zl => \%exclusive,
+	node_re => $mutex_node);
+
+# 3. Curator InterProcessReadWriteLock.
+share_both_ways(
+	label => 'Curator read + zklock shared',
+	lib => 'curator',
+	kind => 'read',
+	path => '/interop/rw',
+	node_re => $read_node);
+exclude_both_ways(
+	label => 'Curator write vs zklock shared',
+	lib => 'curator',
+	kind => 'write',
+	path => '/interop/rw',
+	zl => \%shared,
+	node_re => $read_node);
+exclude_both_ways(
+	label => 'Curator read vs zklock exclusive (readwrite naming)',
+	lib => 'curator',
+	kind => 'read',
+	path => '/interop/rw',
+	zl => \%exclusive,
+	setup => $readwrite,
+	node_re => $write_node);
+
+# The reason for zklock.exclusive_naming: Curator's read/write lock counts
+# only "__WRIT__" nodes as writers, so with the default naming ("-lock-", for
+# InterProcessMutex) a Curator reader does not see zklock's exclusive lock.
+{
+	my $s = session($node, 'interop_control');
+	is($s->query_safe(q{SELECT zk_lock_try_acquire('/interop/rw')}),
+		't', 'control: zklock takes /interop/rw exclusive, default naming');
+	like(
+		children('/interop/rw')->[0] // '',
+		$mutex_node,
+		'control: its node is named like an InterProcessMutex node');
+	is(program_try('curator', '/interop/rw', 'read'),
+		'acquired',
+		'control: Curator read does not see it: the setting is needed for Curator read/write locks'
+	);
+	is($s->query_safe(q{SELECT zk_lock_release('/interop/rw')}),
+		't', 'control: zklock releases');
+	$s->quit;
+}
+
+# 4. Kazoo ReadLock / WriteLock, with extra_lock_patterns for Curator's and
+#    zklock's node names (Kazoo's own "__rlock__" readers count as readers in
+#    zklock).
+share_both_ways(
+	label => 'Kazoo ReadLock + zklock shared',
+	lib => 'kazoo',
+	kind => 'read',
+	path => '/interop/kazoo-rw',
+	node_re => $read_node);
+exclude_both_ways(
+	label => 'Kazoo WriteLock vs zklock shared',
+	lib => 'kazoo',
+	kind => 'write',
+	path => '/interop/kazoo-rw',
+	zl => \%shared,
+	node_re => $read_node);
+exclude_both_ways(
+	label => 'Kazoo ReadLock vs zklock exclusive',
+	lib => 'kazoo',
+	kind => 'read',
+	path => '/interop/kazoo-rw',
+	zl => \%exclusive,
+	node_re => $mutex_node);
+
+# Nothing left behind, outside zklock.root too.
+my $left = $zk->wait_no_ephemerals('/interop', 20);
+is_deeply($left, [], 'no lock node left under /interop') or diag explain $left;
+finish_checks($zk, [$node]);
+done_testing();
