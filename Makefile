@@ -12,10 +12,11 @@ OBJS = \
 	src/xact_hooks.o \
 	src/lost_locks.o \
 	src/lock_queue.o \
+	src/stats.o \
 	src/sql_functions.o
 
 EXTENSION = zklock
-DATA = sql/zklock--1.0.sql
+DATA = sql/zklock--1.0.sql sql/zklock--1.1.sql sql/zklock--1.0--1.1.sql
 PGFILEDESC = "zklock - cluster-wide locks held in Apache ZooKeeper"
 
 # The ZooKeeper C client's multi-threaded flavour: its own IO and completion
@@ -27,7 +28,7 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter $(if $(WERROR),-Werror)
 # pg_regress and isolation tests need a running ZooKeeper and a temporary
 # instance pointed at it: test/run-all.sh provides both through
 # EXTRA_REGRESS_OPTS (--temp-instance, --temp-config).
-REGRESS = setup surface reentrancy names modes errors xact cleanup
+REGRESS = setup surface reentrancy names modes errors xact cleanup upgrade
 ISOLATION = fifo try_timeout xact_locks abort_undo cancel_wait modes_order
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso
 TAP_TESTS = 1
@@ -44,3 +45,13 @@ $(OBJS): $(wildcard $(srcdir)/src/*.h)
 
 # Our test modules (ZooKeeper harness, shared checks) next to PostgreSQL's.
 PG_PROVE_FLAGS += -I $(srcdir)/test/perl
+
+# Release archive for PGXN, as pgvector and pg_cron make theirs: `make dist`
+# writes zklock-<version>.zip of the committed tree (git HEAD, so commit
+# first), every file under zklock-<version>/.  The version is META.json's.
+DIST_VERSION = $(shell perl -MJSON::PP -e 'local $$/; print decode_json(<>)->{version}' META.json)
+.PHONY: dist
+dist:
+	@test -n "$(DIST_VERSION)" || { echo "no version in META.json" >&2; exit 1; }
+	@git diff --quiet HEAD || echo "warning: uncommitted changes are not in the archive" >&2
+	git archive --format=zip --prefix=$(EXTENSION)-$(DIST_VERSION)/ --output=$(EXTENSION)-$(DIST_VERSION).zip HEAD

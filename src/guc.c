@@ -11,6 +11,7 @@
 #include "postgres.h"
 
 #include <limits.h>
+#include <zookeeper/zookeeper.h>
 
 #include "utils/guc.h"
 
@@ -24,12 +25,30 @@ int			zklock_connect_timeout = 5000;
 char	   *zklock_auth = NULL;
 int			zklock_on_lost_lock = ON_LOST_LOCK_ERROR;
 int			zklock_exclusive_naming = EXCLUSIVE_NAMING_MUTEX;
+int			zklock_log_level = ZOO_LOG_LEVEL_WARN;
 
 static const struct config_enum_entry on_lost_lock_options[] = {
 	{"error", ON_LOST_LOCK_ERROR, false},
 	{"warning", ON_LOST_LOCK_WARNING, false},
 	{NULL, 0, false}
 };
+
+/* The ZooKeeper client's own levels (it has no "off"). */
+static const struct config_enum_entry log_level_options[] = {
+	{"error", ZOO_LOG_LEVEL_ERROR, false},
+	{"warn", ZOO_LOG_LEVEL_WARN, false},
+	{"warning", ZOO_LOG_LEVEL_WARN, true},
+	{"info", ZOO_LOG_LEVEL_INFO, false},
+	{"debug", ZOO_LOG_LEVEL_DEBUG, false},
+	{NULL, 0, false}
+};
+
+/* The level is the client library's, for all handles of the process. */
+static void
+assign_log_level(int newval, void *extra)
+{
+	zoo_set_debug_level((ZooLogLevel) newval);
+}
 
 static const struct config_enum_entry exclusive_naming_options[] = {
 	{"mutex", EXCLUSIVE_NAMING_MUTEX, false},
@@ -210,6 +229,16 @@ zklock_define_gucs(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("zklock.log_level",
+							 "Least severe ZooKeeper client message written to the server log.",
+							 "The client's messages are queued by its threads and logged by the backend at LOG level.",
+							 &zklock_log_level,
+							 ZOO_LOG_LEVEL_WARN,
+							 log_level_options,
+							 PGC_SUSET,
+							 0,
+							 NULL, assign_log_level, NULL);
 
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("zklock");

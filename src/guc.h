@@ -12,6 +12,7 @@ extern int	zklock_connect_timeout;
 extern char *zklock_auth;
 extern int	zklock_on_lost_lock;
 extern int	zklock_exclusive_naming;
+extern int	zklock_log_level;
 
 /* zklock.on_lost_lock */
 typedef enum OnLostLock

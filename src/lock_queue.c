@@ -18,6 +18,7 @@
 #include "utils/builtins.h"
 #include "utils/tuplestore.h"
 
+#include "compat.h"
 #include "guc.h"
 #include "lock_name.h"
 #include "lock_recipe.h"
@@ -166,8 +167,7 @@ is_json_object(const char *data)
 
 	if (data[0] != '{')
 		return false;
-	lex = makeJsonLexContextCstringLen((char *) data, strlen(data),
-									   GetDatabaseEncoding(), false);
+	lex = zk_json_lexer(data, GetDatabaseEncoding());
 	return pg_parse_json(lex, &nullSemAction) == JSON_SUCCESS;
 }
 

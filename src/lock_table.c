@@ -20,6 +20,7 @@
 
 #include "lock_recipe.h"
 #include "lock_table.h"
+#include "stats.h"
 #include "zk_session.h"
 
 static HTAB *lock_table = NULL;
@@ -78,6 +79,7 @@ drop_entry(LockEntry *entry, bool delete_node)
 
 	if (delete_node && zh != NULL)
 		lock_recipe_release(zh, entry->node, entry->recheck_tag);
+	stats_hold_ended(LOCK_ENTRY_NAME(entry), !delete_node);
 	if (entry->npending > 0)
 		dlist_delete(&entry->touched);
 	pfree(entry->node);

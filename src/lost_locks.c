@@ -18,6 +18,7 @@
 
 #include "guc.h"
 #include "lost_locks.h"
+#include "stats.h"
 #include "zk_bridge.h"
 #include "zk_session.h"
 
@@ -49,6 +50,7 @@ lost_locks_forget(const char *name, LockMode mode)
 	char		first[ZKLOCK_NAME_MAX + 1];
 
 	bridge_emit_messages();
+	stats_flush();
 	if (lock_table_forget_lost(live, name, mode, &named_lost, first) > 0 &&
 		!lost_in_xact)
 	{

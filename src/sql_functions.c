@@ -13,10 +13,12 @@
 #include "access/htup_details.h"
 #include "utils/tuplestore.h"
 
+#include "compat.h"
 #include "lock_name.h"
 #include "lock_recipe.h"
 #include "lock_table.h"
 #include "lost_locks.h"
+#include "stats.h"
 #include "zk_session.h"
 
 PG_FUNCTION_INFO_V1(zk_lock_acquire);
@@ -84,6 +86,7 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 	uint64		generation;
 	LockRequest req = {0};
 	HeldNode	held;
+	bool		granted;
 
 	lost_locks_forget(NULL, mode);
 	entry = lock_table_find(name, mode);
@@ -114,7 +117,20 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 	req.permits = permits;
 	req.own_writer = writer ? writer->node : NULL;
 	req.timeout_ms = timeout_ms;
-	if (!lock_recipe_acquire(zh, &req, &held))
+	stats_wait_begin(name);
+	PG_TRY();
+	{
+		granted = lock_recipe_acquire(zh, &req, &held);
+	}
+	PG_CATCH();
+	{
+		stats_wait_end(name, STATS_CANCELLED);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	stats_wait_end(name, granted ? STATS_GRANTED :
+				   timeout_ms == 0 ? STATS_TRY_FAILED : STATS_TIMED_OUT);
+	if (!granted)
 		return false;
 
 	PG_TRY();

@@ -30,6 +30,7 @@
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
+#include "compat.h"
 #include "zk_bridge.h"
 
 /* Messages queued by client threads for the backend to log. */
@@ -76,6 +77,26 @@ bridge_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Counts since the backend last took them; any thread adds, with atomics
+ * rather than the mutex, since janitor requests are issued under it too.
+ */
+static uint64_t counts[BRIDGE_NCOUNTERS];
+
+static void
+count(BridgeCounter c)
+{
+	__atomic_fetch_add(&counts[c], 1, __ATOMIC_RELAXED);
+}
+
+/* Backend: move the counts into counts_out[], zeroing them. */
+void
+bridge_take_counts(uint64_t *counts_out)
+{
+	for (int i = 0; i < BRIDGE_NCOUNTERS; i++)
+		counts_out[i] = __atomic_exchange_n(&counts[i], 0, __ATOMIC_RELAXED);
 }
 
 /* Any thread: make the backend's wait return. */
@@ -203,7 +224,7 @@ bridge_wait_quietly(long timeout_ms)
 	WaitEvent	event;
 	uint64_t	count;
 
-	if (WaitEventSetWait(wait_set, timeout_ms, &event, 1, PG_WAIT_EXTENSION) > 0 &&
+	if (WaitEventSetWait(wait_set, timeout_ms, &event, 1, ZKLOCK_WAIT_EVENT()) > 0 &&
 		(event.events & WL_LATCH_SET))
 		ResetLatch(MyLatch);
 
@@ -431,6 +452,7 @@ bridge_create(zhandle_t *zh, const char *path, const char *data, int datalen,
 {
 	ZkRequest  *req = request_new(ZKREQ_CREATE, zh, path, tag);
 
+	count(BRIDGE_CREATES);
 	return issued(req, zoo_acreate2(zh, path, data, datalen, acl, mode,
 									create_completion, req));
 }
@@ -440,6 +462,7 @@ bridge_get_children(zhandle_t *zh, const char *path)
 {
 	ZkRequest  *req = request_new(ZKREQ_CHILDREN, zh, path, NULL);
 
+	count(BRIDGE_CHILDREN_LISTS);
 	return issued(req, zoo_aget_children(zh, path, 0, children_completion, req));
 }
 
@@ -452,6 +475,7 @@ bridge_watch(zhandle_t *zh, const char *path, int watch_type)
 {
 	ZkRequest  *req = request_new(ZKREQ_WATCH, zh, path, NULL);
 
+	count(BRIDGE_WATCHES);
 	req->watch_type = watch_type;
 	if (watch_type == ZWATCHTYPE_CHILD)
 		return issued(req, zoo_awget_children(zh, path, waiter_watcher, NULL,
@@ -465,6 +489,7 @@ bridge_get(zhandle_t *zh, const char *path)
 {
 	ZkRequest  *req = request_new(ZKREQ_GET, zh, path, NULL);
 
+	count(BRIDGE_GETS);
 	return issued(req, zoo_aget(zh, path, 0, get_completion, req));
 }
 
@@ -473,6 +498,7 @@ bridge_sync(zhandle_t *zh, const char *path)
 {
 	ZkRequest  *req = request_new(ZKREQ_SYNC, zh, path, NULL);
 
+	count(BRIDGE_SYNCS);
 	return issued(req, zoo_async(zh, path, sync_completion, req));
 }
 
@@ -622,7 +648,10 @@ janitor_delete_done(int rc, const void *data)
 static void
 janitor_delete_issue(JanitorTask *task)
 {
-	int			rc = zoo_adelete(task->zh, task->path, -1, janitor_delete_done, task);
+	int			rc;
+
+	count(BRIDGE_DELETES);
+	rc = zoo_adelete(task->zh, task->path, -1, janitor_delete_done, task);
 
 	if (rc != ZOK)
 	{
@@ -680,7 +709,10 @@ janitor_children_done(int rc, const struct String_vector *strings, const void *d
 static void
 janitor_children_issue(JanitorTask *task)
 {
-	int			rc = zoo_aget_children(task->zh, task->path, 0,
+	int			rc;
+
+	count(BRIDGE_CHILDREN_LISTS);
+	rc = zoo_aget_children(task->zh, task->path, 0,
 									   janitor_children_done, task);
 
 	if (rc != ZOK)
@@ -741,6 +773,7 @@ bridge_remove_watch(zhandle_t *zh, const char *path, int watch_type)
 
 	if (task)
 		task->watch_type = watch_type;
+	count(BRIDGE_WATCH_REMOVALS);
 	if (task && zoo_aremove_all_watches(zh, path, watch_type, 0,
 										(void_completion_t *) remove_watch_done,
 										task) != ZOK)
@@ -766,6 +799,9 @@ bridge_session_watcher(zhandle_t *zh, int type, int state, const char *path,
 		const clientid_t *id = zoo_client_id(zh);
 		const char *server = zoo_get_current_server(zh);
 
+		if (session_state.session_id != 0 && id &&
+			session_state.session_id == id->client_id)
+			count(BRIDGE_RECONNECTS);
 		session_state.session_id = id ? id->client_id : 0;
 		session_state.timeout_ms = zoo_recv_timeout(zh);
 		snprintf(session_state.server, sizeof(session_state.server), "%s",

@@ -50,6 +50,22 @@ typedef struct ZkSessionSnapshot
 	uint64_t	events;			/* count of session events so far */
 } ZkSessionSnapshot;
 
+/* Requests sent and reconnects, counted for zk_session_stats. */
+typedef enum BridgeCounter
+{
+	BRIDGE_CREATES,
+	BRIDGE_DELETES,
+	BRIDGE_CHILDREN_LISTS,
+	BRIDGE_GETS,
+	BRIDGE_WATCHES,
+	BRIDGE_SYNCS,
+	BRIDGE_WATCH_REMOVALS,
+	BRIDGE_RECONNECTS,
+	BRIDGE_NCOUNTERS
+} BridgeCounter;
+
+extern void bridge_take_counts(uint64_t *counts);
+
 extern void bridge_init(void);
 extern int64_t bridge_now_ms(void);
 

@@ -23,6 +23,7 @@
 #include "utils/memutils.h"
 
 #include "guc.h"
+#include "stats.h"
 #include "zk_bridge.h"
 #include "zk_session.h"
 
@@ -144,7 +145,7 @@ open_handle(void)
 	check_auth_form();
 	bridge_init();
 	bridge_session_reset();
-	zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
+	zoo_set_debug_level((ZooLogLevel) zklock_log_level);
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &saved);
@@ -180,6 +181,7 @@ open_handle(void)
 		}
 	}
 
+	stats_session_opened();
 	generation++;
 	if (!pg_strong_random(&tag_session_bits, sizeof(tag_session_bits)))
 		tag_session_bits = ((uint64) MyProcPid << 32) ^ (uint64) MyStartTime;
@@ -256,8 +258,11 @@ zk_session_require(bool have_locks)
 			strcmp(session_auth, zklock_auth) != 0 ||
 			session_timeout_requested != zklock_session_timeout;
 
-		if (zk_session_status() == ZK_SESSION_LOST ||
-			(settings_changed && !have_locks))
+		bool		lost = zk_session_status() == ZK_SESSION_LOST;
+
+		if (lost)
+			stats_session_lost();
+		if (lost || (settings_changed && !have_locks))
 			close_handle();
 	}
 	if (zh == NULL)

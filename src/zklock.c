@@ -1,6 +1,7 @@
 /*
  * zklock.c
- *	  Module entry point: settings and transaction callbacks.
+ *	  Module entry point: settings, transaction callbacks and, when preloaded,
+ *	  shared memory for statistics.
  *
  * Nothing connects here.  Under shared_preload_libraries this runs in the
  * postmaster, and the ZooKeeper client's threads would not survive fork();
@@ -11,6 +12,7 @@
 #include "fmgr.h"
 
 #include "guc.h"
+#include "stats.h"
 #include "xact_hooks.h"
 
 PG_MODULE_MAGIC;
@@ -22,4 +24,5 @@ _PG_init(void)
 {
 	zklock_define_gucs();
 	zklock_register_xact_hooks();
+	stats_init();
 }

@@ -384,6 +384,7 @@ sub start_proxy
 	croak "proxy did not start; see $self->{dir}/proxy.log"
 	  unless defined $line && $line =~ /ready/;
 	$self->{proxy_pid} = $pid;
+	$self->{proxy_out} = $ready_r;
 	return $self->proxy_hosts;
 }
 
@@ -400,6 +401,10 @@ sub proxy_signal
 {
 	my ($self, $sig) = @_;
 	kill $sig, $self->{proxy_pid} or croak "kill $sig proxy: $!";
+	# Returns once the proxy has acted on it.
+	my $fh = $self->{proxy_out};
+	my $ack = <$fh>;
+	croak "proxy did not acknowledge $sig" unless defined $ack && $ack =~ /^done $sig/;
 	return;
 }
 
@@ -407,6 +412,7 @@ sub stop_proxy
 {
 	my ($self) = @_;
 	my $pid = delete $self->{proxy_pid} or return;
+	close delete $self->{proxy_out};
 	kill 'TERM', $pid;
 	waitpid($pid, 0);
 	return;

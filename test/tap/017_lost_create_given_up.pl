@@ -25,7 +25,9 @@ my $holder = session($node_b, 'holder');
 $holder->query_safe(q{SELECT zk_lock_acquire('gave_up')});
 
 my $s = session($node_a, 'quitter');
-$s->query_safe(q{SELECT zk_lock_try_acquire('warmup') AND zk_lock_release('warmup')});
+# A try (which fails) makes the backend know the lock's parent exists, so
+# that the create is the next request, not a parent create sent before it.
+is($s->query_safe(q{SELECT zk_lock_try_acquire('gave_up')}), 'f', 'the lock is held');
 my $session_id = zk_session_field($s, 'session_id');
 
 $zk->proxy_signal('HUP');     # no reconnecting for now

@@ -13,7 +13,9 @@ once listening.  Signals:
   SIGHUP   start or stop refusing new connections (reset at once).
 
 A cut resets the client's side and closes the server's side after the data,
-so the server still reads the request.  SIGTERM stops the proxy.
+so the server still reads the request.  SIGTERM stops the proxy.  Each of
+the signals above is acknowledged with a line "done <SIG>" on stdout once it
+has taken effect, so that a test knows what the next request will meet.
 """
 import asyncio
 import signal
@@ -31,6 +33,33 @@ class Connection:
         self.server_writer = server_writer
         self.cut_after_request = False
         self.closed = False
+        # Client-side framing (4-byte length, then the request), so that a
+        # cut comes after a whole request, however the client split it.
+        self.frame_left = 0
+        self.header = b""
+
+    def count_requests(self, data):
+        """Advance the framing over data; return the requests it completed."""
+        completed = 0
+        i = 0
+        while i < len(data):
+            if self.frame_left == 0:
+                need = 4 - len(self.header)
+                self.header += data[i:i + need]
+                i += need
+                if len(self.header) == 4:
+                    self.frame_left = struct.unpack(">i", self.header)[0]
+                    self.header = b""
+                    if self.frame_left <= 0:
+                        completed += 1
+                        self.frame_left = 0
+            else:
+                take = min(self.frame_left, len(data) - i)
+                self.frame_left -= take
+                i += take
+                if self.frame_left == 0:
+                    completed += 1
+        return completed
 
     def drop(self):
         """Reset the client's side, close the server's side gracefully."""
@@ -54,8 +83,10 @@ async def pump(reader, writer, conn, from_client):
                 break
             writer.write(data)
             await writer.drain()
-            if from_client and conn.cut_after_request:
-                break
+            if from_client:
+                completed = conn.count_requests(data)
+                if conn.cut_after_request and completed > 0:
+                    break
     except (ConnectionError, OSError):
         pass
     conn.drop()
@@ -93,11 +124,20 @@ def cut_after_next_request():
         conn.cut_after_request = True
 
 
+def acknowledged(name, action):
+    def handler():
+        action()
+        print("done", name, flush=True)
+    return handler
+
+
 async def main(pairs):
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGUSR1, drop_all)
-    loop.add_signal_handler(signal.SIGUSR2, cut_after_next_request)
-    loop.add_signal_handler(signal.SIGHUP, toggle_refusing)
+    loop.add_signal_handler(signal.SIGUSR1, acknowledged("USR1", drop_all))
+    loop.add_signal_handler(signal.SIGUSR2,
+                            acknowledged("USR2", cut_after_next_request))
+    loop.add_signal_handler(signal.SIGHUP,
+                            acknowledged("HUP", toggle_refusing))
     stop = loop.create_future()
     loop.add_signal_handler(signal.SIGTERM, stop.set_result, None)
     servers = []

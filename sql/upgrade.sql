@@ -1,0 +1,42 @@
+-- Version 1.0 updated to 1.1 has the same objects as a fresh 1.1 install.
+-- Runs after cleanup has dropped the extension.
+
+-- Every member object with its definition, comment and privileges.
+CREATE FUNCTION zklock_objects() RETURNS TABLE (object text, definition text)
+LANGUAGE sql AS $$
+  SELECT pg_describe_object(d.classid, d.objid, 0),
+         concat_ws(' | ',
+           CASE d.classid WHEN 'pg_proc'::regclass
+             THEN pg_get_functiondef(d.objid) END,
+           CASE d.classid WHEN 'pg_class'::regclass
+             THEN pg_get_viewdef(d.objid) END,
+           (SELECT proacl::text FROM pg_proc WHERE d.classid = 'pg_proc'::regclass AND oid = d.objid),
+           obj_description(d.objid))
+    FROM pg_depend d JOIN pg_extension e ON d.refobjid = e.oid
+   WHERE e.extname = 'zklock' AND d.deptype = 'e'
+$$;
+
+CREATE EXTENSION zklock VERSION '1.0';
+SELECT extversion FROM pg_extension WHERE extname = 'zklock';
+ALTER EXTENSION zklock UPDATE TO '1.1';
+SELECT extversion FROM pg_extension WHERE extname = 'zklock';
+CREATE TABLE updated AS SELECT * FROM zklock_objects();
+
+DROP EXTENSION zklock;
+CREATE EXTENSION zklock;
+SELECT extversion FROM pg_extension WHERE extname = 'zklock';
+CREATE TABLE fresh AS SELECT * FROM zklock_objects();
+\dx+ zklock
+
+SELECT 'only after update' AS where_, object FROM (TABLE updated EXCEPT TABLE fresh) AS x
+UNION ALL
+SELECT 'only in fresh install', object FROM (TABLE fresh EXCEPT TABLE updated) AS y;
+SELECT count(*) > 20 AS compared_objects FROM fresh;
+
+-- Statistics need the library preloaded, which this instance does not do.
+SELECT sqlstate_of('SELECT * FROM zk_lock_stats');
+SELECT sqlstate_of('SELECT * FROM zk_session_stats');
+-- Locks work all the same.
+SELECT zk_lock_acquire('after-update'), zk_lock_release('after-update');
+DROP TABLE updated, fresh;
+DROP FUNCTION zklock_objects();

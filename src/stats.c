@@ -1,0 +1,426 @@
+/*
+ * stats.c
+ *	  Server-wide statistics, as pg_stat_statements keeps them: per lock name
+ *	  (zk_lock_stats) and for the ZooKeeper sessions of all backends
+ *	  (zk_session_stats), in shared memory.
+ *
+ * Only with shared_preload_libraries = 'zklock'; otherwise every hook here
+ * does nothing and the views raise an error.  The lock table holds at most
+ * zklock.max_tracked_locks names; a new name evicts the least used one,
+ * preferring names nobody on this server holds or waits for.
+ *
+ * Per-name counters are updated under one LWLock: every update goes with a
+ * ZooKeeper round trip, which costs far more.  Request counts are taken from
+ * the bridge (whose client threads must not touch shared memory) when a
+ * zklock function is called and when the backend exits.
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "lock_name.h"
+#include "lock_table.h"
+#include "stats.h"
+#include "zk_bridge.h"
+
+PG_FUNCTION_INFO_V1(zk_lock_stats);
+PG_FUNCTION_INFO_V1(zk_lock_stats_reset);
+PG_FUNCTION_INFO_V1(zk_session_stats);
+
+int			zklock_max_tracked_locks = 1000;
+
+typedef enum SessionCounter
+{
+	SESSIONS_OPENED = BRIDGE_NCOUNTERS,
+	SESSIONS_LOST,
+	NSESSION_COUNTERS
+} SessionCounter;
+
+typedef struct LockStats
+{
+	char		name[ZKLOCK_NAME_MAX + 1];	/* hash key */
+	int64		acquisitions;
+	int64		try_failures;
+	int64		timeouts;
+	int64		cancels;
+	int64		lost;
+	double		total_wait_ms;
+	double		max_wait_ms;
+	int32		holders;		/* nodes held by this server's backends */
+	int32		waiters;
+	int64		uses;			/* for eviction */
+} LockStats;
+
+typedef struct StatsShared
+{
+	LWLock	   *lock;
+	TimestampTz reset_at;
+	pg_atomic_uint64 counters[NSESSION_COUNTERS];
+} StatsShared;
+
+static StatsShared *shared = NULL;
+static HTAB *lock_stats = NULL;
+
+#if PG_VERSION_NUM >= 150000
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+#endif
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+/* This backend's wait in progress, so that exit can undo its count. */
+static char waiting_for[ZKLOCK_NAME_MAX + 1];
+static TimestampTz wait_started;
+
+static Size
+stats_size(void)
+{
+	return add_size(MAXALIGN(sizeof(StatsShared)),
+					hash_estimate_size(zklock_max_tracked_locks, sizeof(LockStats)));
+}
+
+static void
+stats_shmem_request(void)
+{
+#if PG_VERSION_NUM >= 150000
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+#endif
+	RequestAddinShmemSpace(stats_size());
+	RequestNamedLWLockTranche("zklock", 1);
+}
+
+static void
+stats_shmem_startup(void)
+{
+	HASHCTL		ctl;
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	shared = ShmemInitStruct("zklock stats", sizeof(StatsShared), &found);
+	if (!found)
+	{
+		shared->lock = &(GetNamedLWLockTranche("zklock"))->lock;
+		shared->reset_at = GetCurrentTimestamp();
+		for (int i = 0; i < NSESSION_COUNTERS; i++)
+			pg_atomic_init_u64(&shared->counters[i], 0);
+	}
+	ctl.keysize = ZKLOCK_NAME_MAX + 1;
+	ctl.entrysize = sizeof(LockStats);
+	lock_stats = ShmemInitHash("zklock lock stats", zklock_max_tracked_locks,
+							   zklock_max_tracked_locks, &ctl,
+							   HASH_ELEM | HASH_STRINGS);
+	LWLockRelease(AddinShmemInitLock);
+}
+
+static void
+hold_ended_at_exit(LockEntry *entry, void *arg)
+{
+	stats_hold_ended(LOCK_ENTRY_NAME(entry), false);
+}
+
+/* The backend's holds and wait end with it. */
+static void
+stats_exit(int code, Datum arg)
+{
+	if (waiting_for[0] != '\0')
+		stats_wait_end(waiting_for, STATS_CANCELLED);
+	lock_table_visit(hold_ended_at_exit, NULL);
+	stats_flush();
+}
+
+/* _PG_init: set up shared memory when preloaded. */
+void
+stats_init(void)
+{
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	DefineCustomIntVariable("zklock.max_tracked_locks",
+							"Lock names whose statistics are kept in zk_lock_stats.",
+							"The least used name is evicted to make room.",
+							&zklock_max_tracked_locks,
+							1000, 10, 1000000,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+#if PG_VERSION_NUM >= 150000
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = stats_shmem_request;
+#else
+	stats_shmem_request();
+#endif
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = stats_shmem_startup;
+}
+
+/*
+ * The entry for name, made (evicting another if full) unless shared memory
+ * ran out; NULL then.  The lock is held exclusively.
+ */
+static LockStats *
+entry_for(const char *name)
+{
+	LockStats  *entry;
+	bool		found;
+
+	entry = hash_search(lock_stats, name, HASH_FIND, NULL);
+	if (entry != NULL)
+		return entry;
+
+	if (hash_get_num_entries(lock_stats) >= zklock_max_tracked_locks)
+	{
+		HASH_SEQ_STATUS status;
+		LockStats  *victim = NULL;
+		LockStats  *e;
+
+		hash_seq_init(&status, lock_stats);
+		while ((e = hash_seq_search(&status)) != NULL)
+		{
+			bool		idle = e->holders == 0 && e->waiters == 0;
+			bool		victim_idle = victim && victim->holders == 0 &&
+				victim->waiters == 0;
+
+			if (victim == NULL || (idle && !victim_idle) ||
+				(idle == victim_idle && e->uses < victim->uses))
+				victim = e;
+		}
+		hash_search(lock_stats, victim->name, HASH_REMOVE, NULL);
+	}
+	entry = hash_search(lock_stats, name, HASH_ENTER_NULL, &found);
+	if (entry != NULL)
+		memset((char *) entry + sizeof(entry->name), 0,
+			   sizeof(LockStats) - sizeof(entry->name));
+	return entry;
+}
+
+void
+stats_wait_begin(const char *name)
+{
+	LockStats  *entry;
+
+	if (shared == NULL)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	entry = entry_for(name);
+	if (entry != NULL)
+		entry->waiters++;
+	LWLockRelease(shared->lock);
+	strlcpy(waiting_for, name, sizeof(waiting_for));
+	wait_started = GetCurrentTimestamp();
+}
+
+/* Never raises: called in PG_CATCH and at exit. */
+void
+stats_wait_end(const char *name, StatsOutcome outcome)
+{
+	double		waited_ms;
+	LockStats  *entry;
+
+	if (shared == NULL)
+		return;
+	waiting_for[0] = '\0';
+	waited_ms = (GetCurrentTimestamp() - wait_started) / 1000.0;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	entry = hash_search(lock_stats, name, HASH_FIND, NULL);
+	if (entry != NULL)
+	{
+		if (entry->waiters > 0)
+			entry->waiters--;
+		entry->uses++;
+		entry->total_wait_ms += waited_ms;
+		entry->max_wait_ms = Max(entry->max_wait_ms, waited_ms);
+		switch (outcome)
+		{
+			case STATS_GRANTED:
+				entry->acquisitions++;
+				entry->holders++;
+				break;
+			case STATS_TRY_FAILED:
+				entry->try_failures++;
+				break;
+			case STATS_TIMED_OUT:
+				entry->timeouts++;
+				break;
+			case STATS_CANCELLED:
+				entry->cancels++;
+				break;
+		}
+	}
+	LWLockRelease(shared->lock);
+}
+
+/* A node of ours on name is gone: released, or lost with the session. */
+void
+stats_hold_ended(const char *name, bool lost)
+{
+	LockStats  *entry;
+
+	if (shared == NULL)
+		return;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	entry = hash_search(lock_stats, name, HASH_FIND, NULL);
+	if (entry != NULL)
+	{
+		if (entry->holders > 0)
+			entry->holders--;
+		if (lost)
+			entry->lost++;
+	}
+	LWLockRelease(shared->lock);
+}
+
+static void
+count_session(SessionCounter c)
+{
+	static bool exit_hook = false;
+
+	if (shared == NULL)
+		return;
+	if (!exit_hook)
+	{
+		before_shmem_exit(stats_exit, (Datum) 0);
+		exit_hook = true;
+	}
+	pg_atomic_fetch_add_u64(&shared->counters[c], 1);
+}
+
+void
+stats_session_opened(void)
+{
+	count_session(SESSIONS_OPENED);
+}
+
+void
+stats_session_lost(void)
+{
+	count_session(SESSIONS_LOST);
+}
+
+/* Add what the bridge counted since the last time. */
+void
+stats_flush(void)
+{
+	uint64_t	counts[BRIDGE_NCOUNTERS];
+
+	if (shared == NULL)
+		return;
+	bridge_take_counts(counts);
+	for (int i = 0; i < BRIDGE_NCOUNTERS; i++)
+		if (counts[i] > 0)
+			pg_atomic_fetch_add_u64(&shared->counters[i], counts[i]);
+}
+
+static void
+require_shared(void)
+{
+	if (shared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock statistics need zklock in shared_preload_libraries"),
+				 errhint("Add zklock to shared_preload_libraries and restart the server.")));
+}
+
+#define ZK_LOCK_STATS_COLS 10
+
+Datum
+zk_lock_stats(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	HASH_SEQ_STATUS status;
+	LockStats  *e;
+
+	require_shared();
+	InitMaterializedSRF(fcinfo, 0);
+	LWLockAcquire(shared->lock, LW_SHARED);
+	hash_seq_init(&status, lock_stats);
+	while ((e = hash_seq_search(&status)) != NULL)
+	{
+		Datum		values[ZK_LOCK_STATS_COLS];
+		bool		nulls[ZK_LOCK_STATS_COLS] = {0};
+
+		values[0] = CStringGetTextDatum(e->name);
+		values[1] = Int64GetDatum(e->acquisitions);
+		values[2] = Int64GetDatum(e->try_failures);
+		values[3] = Int64GetDatum(e->timeouts);
+		values[4] = Int64GetDatum(e->cancels);
+		values[5] = Float8GetDatum(e->total_wait_ms);
+		values[6] = Float8GetDatum(e->max_wait_ms);
+		values[7] = Int32GetDatum(e->holders);
+		values[8] = Int32GetDatum(e->waiters);
+		values[9] = Int64GetDatum(e->lost);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	LWLockRelease(shared->lock);
+	return (Datum) 0;
+}
+
+/* Forget the per-name counters; those of names in use start again at 0. */
+Datum
+zk_lock_stats_reset(PG_FUNCTION_ARGS)
+{
+	HASH_SEQ_STATUS status;
+	LockStats  *e;
+
+	require_shared();
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	hash_seq_init(&status, lock_stats);
+	while ((e = hash_seq_search(&status)) != NULL)
+	{
+		if (e->holders == 0 && e->waiters == 0)
+			hash_search(lock_stats, e->name, HASH_REMOVE, NULL);
+		else
+		{
+			int32		holders = e->holders;
+			int32		waiters = e->waiters;
+
+			memset((char *) e + sizeof(e->name), 0,
+				   sizeof(LockStats) - sizeof(e->name));
+			e->holders = holders;
+			e->waiters = waiters;
+		}
+	}
+	for (int i = 0; i < NSESSION_COUNTERS; i++)
+		pg_atomic_write_u64(&shared->counters[i], 0);
+	shared->reset_at = GetCurrentTimestamp();
+	LWLockRelease(shared->lock);
+	PG_RETURN_VOID();
+}
+
+Datum
+zk_session_stats(PG_FUNCTION_ARGS)
+{
+	static const int order[] = {
+		SESSIONS_OPENED, SESSIONS_LOST, BRIDGE_RECONNECTS, BRIDGE_CREATES,
+		BRIDGE_DELETES, BRIDGE_CHILDREN_LISTS, BRIDGE_GETS, BRIDGE_WATCHES,
+		BRIDGE_WATCH_REMOVALS, BRIDGE_SYNCS,
+	};
+	TupleDesc	desc;
+	Datum		values[lengthof(order) + 1];
+	bool		nulls[lengthof(order) + 1] = {0};
+
+	require_shared();
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	stats_flush();
+	for (int i = 0; i < (int) lengthof(order); i++)
+		values[i] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->counters[order[i]]));
+	LWLockAcquire(shared->lock, LW_SHARED);
+	values[lengthof(order)] = TimestampTzGetDatum(shared->reset_at);
+	LWLockRelease(shared->lock);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+}

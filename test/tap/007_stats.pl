@@ -1,0 +1,113 @@
+
+# Server-wide statistics (zklock in shared_preload_libraries): workers on two
+# nodes take one lock in a loop, and each node's zk_lock_stats counts exactly
+# its own acquisitions; try failures, timeouts, cancels, holders and waiters
+# are counted as they happen; zk_session_stats counts sessions and requests;
+# zk_lock_stats_reset starts again from zero.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use ZklockTest;
+
+my $workers = 3;
+my $loops = 20;
+my $zk = start_zk();
+my ($node_a, $node_b) =
+  map { zk_node($_, $zk, shared_preload_libraries => 'zklock') } qw(node_a node_b);
+
+sub stats
+{
+	my ($node, $cols, $lock) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT $cols FROM zk_lock_stats WHERE name = '$lock'");
+}
+
+# 1. Concurrent loops on both nodes.
+for my $node ($node_a, $node_b)
+{
+	$node->safe_psql('postgres', qq{
+CREATE PROCEDURE loop(n int) LANGUAGE plpgsql AS \$\$
+BEGIN
+  FOR i IN 1..n LOOP
+    PERFORM zk_lock_acquire('stats');
+    PERFORM pg_sleep(0.002);
+    PERFORM zk_lock_release('stats');
+  END LOOP;
+END \$\$});
+}
+my @sessions;
+for my $node ($node_a, $node_b)
+{
+	for my $w (1 .. $workers)
+	{
+		my $s = session($node, "w$w");
+		send_query($s, "CALL loop($loops)", 'loop-done');
+		push @sessions, $s;
+	}
+}
+wait_marker($_, 'loop-done') for @sessions;
+$_->quit for @sessions;
+
+for my $node ($node_a, $node_b)
+{
+	my $name = $node->name;
+	is(stats($node, 'acquisitions, try_failures, timeouts, cancels, holders, waiters, lost', 'stats'),
+		$workers * $loops . '|0|0|0|0|0|0',
+		"$name counts its own $workers x $loops acquisitions, nothing else");
+	is(stats($node, 'total_wait_ms > 0 AND max_wait_ms > 0 AND max_wait_ms <= total_wait_ms', 'stats'),
+		't', "$name: wait times add up");
+	my ($opened, $creates, $deletes, $lists) = split /\|/,
+	  $node->safe_psql('postgres',
+		'SELECT sessions_opened, creates, deletes, children_lists FROM zk_session_stats');
+	cmp_ok($opened, '>=', $workers, "$name: a session per worker, at least");
+	cmp_ok($creates, '>=', $workers * $loops, "$name: a create per acquisition, at least");
+	cmp_ok($deletes, '>=', $workers * $loops, "$name: a delete per release, at least");
+	cmp_ok($lists, '>=', $workers * $loops, "$name: a listing per acquisition, at least");
+}
+
+# 2. Holders, waiters, try failures, timeouts and cancels as they happen.
+my $holder = session($node_a, 'holder');
+$holder->query_safe(q{SELECT zk_lock_acquire('busy')});
+my $waiter = session($node_a, 'waiter');
+send_query($waiter, q{SELECT zk_lock_acquire('busy')}, 'waiter-done');
+ok(wait_for_wait_event($node_a, 'waiter'), 'a waiter waits');
+is(stats($node_a, 'holders, waiters', 'busy'), '1|1', 'one holder and one waiter on node_a');
+is(stats($node_b, 'count(*)', 'busy'), '0', 'node_b has not seen the lock');
+
+$node_a->safe_psql('postgres', q{SELECT zk_lock_try_acquire('busy')}) for 1 .. 3;
+$node_a->safe_psql('postgres', q{SELECT zk_lock_acquire('busy', 100)});
+$node_a->psql('postgres', q{SET statement_timeout = '100ms'; SELECT zk_lock_acquire('busy')});
+$node_a->psql('postgres', q{SET lock_timeout = '100ms'; SELECT zk_lock_acquire('busy')});
+is(stats($node_a, 'try_failures, timeouts, cancels', 'busy'), '3|1|2',
+	'3 try failures, 1 timeout, 2 waits ended by statement_timeout and lock_timeout');
+
+$holder->query_safe(q{SELECT zk_lock_release('busy')});
+wait_marker($waiter, 'waiter-done');
+is(stats($node_a, 'acquisitions, holders, waiters', 'busy'), '2|1|0',
+	'the waiter got it: two acquisitions, one holder, no waiter');
+$waiter->quit;
+$node_a->poll_query_until('postgres',
+	q{SELECT holders FROM zk_lock_stats WHERE name = 'busy'}, '0')
+  or diag 'holders did not drop';
+is(stats($node_a, 'holders', 'busy'), '0', 'a holder that disconnects no longer counts');
+$holder->quit;
+
+# 3. Reset, by a superuser only.
+$node_a->safe_psql('postgres', 'CREATE ROLE plain LOGIN');
+my ($rc, $out, $err) = $node_a->psql('postgres', 'SELECT zk_lock_stats_reset()',
+	extra_params => [ '-U', 'plain' ]);
+like($err, qr/permission denied/, 'an ordinary user may not reset');
+$node_a->safe_psql('postgres', 'SELECT zk_lock_stats_reset()');
+is($node_a->safe_psql('postgres', 'SELECT count(*) FROM zk_lock_stats'), '0',
+	'reset empties zk_lock_stats');
+is($node_a->safe_psql('postgres', 'SELECT sessions_opened + creates FROM zk_session_stats'),
+	'0', 'and zk_session_stats');
+is(stats($node_b, 'acquisitions', 'stats'), $workers * $loops,
+	"node_b's statistics are its own");
+
+finish_checks($zk, [ $node_a, $node_b ]);
+done_testing();
