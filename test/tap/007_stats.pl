@@ -3,7 +3,8 @@
 # nodes take one lock in a loop, and each node's zk_lock_stats counts exactly
 # its own acquisitions; try failures, timeouts, cancels, holders and waiters
 # are counted as they happen; zk_session_stats counts sessions and requests;
-# zk_lock_stats_reset starts again from zero.
+# zk_lock_stats_reset starts again from zero.  And zklock.log_level lets the
+# ZooKeeper client's messages through to the server log.
 
 use strict;
 use warnings;
@@ -108,6 +109,19 @@ is($node_a->safe_psql('postgres', 'SELECT sessions_opened + creates FROM zk_sess
 	'0', 'and zk_session_stats');
 is(stats($node_b, 'acquisitions', 'stats'), $workers * $loops,
 	"node_b's statistics are its own");
+
+# 4. The ZooKeeper client's own log, at the level zklock.log_level sets.
+my $log_offset = -s $node_b->logfile;
+$node_b->safe_psql('postgres', q{
+SET zklock.log_level = info;
+SELECT zk_lock_try_acquire('logged') AND zk_lock_release('logged')});
+like(slurp_file($node_b->logfile, $log_offset), qr/LOG:  zklock: .*ZOO_INFO\@/,
+	'with log_level = info the client\'s INFO messages reach the server log');
+$log_offset = -s $node_b->logfile;
+$node_b->safe_psql('postgres',
+	q{SELECT zk_lock_try_acquire('quiet') AND zk_lock_release('quiet')});
+unlike(slurp_file($node_b->logfile, $log_offset), qr/ZOO_INFO\@/,
+	'with the default (warn) they do not');
 
 finish_checks($zk, [ $node_a, $node_b ]);
 done_testing();
