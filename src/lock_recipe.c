@@ -241,7 +241,7 @@ create_parents(Attempt *a)
 								   reqs[i]->path, zerror(rc)),
 						 errhint("Create the chroot node, or remove it from zklock.hosts.")));
 			/* Lost replies are harmless: the next create attempt retries. */
-			if (rc != ZOK && rc != ZNODEEXISTS && rc != ZCONNECTIONLOSS &&
+			if (rc != ZOK && rc != ZNODEEXISTS && !bridge_reply_lost(rc) &&
 				rc != ZNONODE)
 				zk_report_error(rc, "create", reqs[i]->path);
 			free_request(&reqs[i]);
@@ -334,7 +334,7 @@ request_until_answered(Attempt *a, ZkRequest **slot, RequestSender send,
 			*slot = send(a->zh, path);
 		if (!await_reply(a, *slot))
 			return false;
-		if ((*slot)->rc != ZCONNECTIONLOSS)
+		if (!bridge_reply_lost((*slot)->rc))
 			return true;
 		free_request(slot);
 		if (!await_reconnect(a))
@@ -416,7 +416,7 @@ enqueue(Attempt *a)
 		free_request(&a->create);
 		drop_request(&a->children);
 
-		if (rc == ZCONNECTIONLOSS)
+		if (bridge_reply_lost(rc))
 		{
 			a->create_unresolved = true;
 			if (!await_reconnect(a) || !find_lost_create(a))
@@ -616,7 +616,7 @@ run_attempt(Attempt *a)
 			if (!await_watch(a, events))
 				return false;
 		}
-		else if (rc == ZCONNECTIONLOSS)
+		else if (bridge_reply_lost(rc))
 		{
 			if (!await_reconnect(a))
 				return false;

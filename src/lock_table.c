@@ -26,6 +26,14 @@
 static HTAB *lock_table = NULL;
 static dlist_head touched_locks = DLIST_STATIC_INIT(touched_locks);
 
+/*
+ * The ZooKeeper session every entry belongs to, unless mixed_generations:
+ * then some entry may belong to an older one.  Lets the check for lost
+ * locks, made by every zklock call and COMMIT, skip the scan of the table.
+ */
+static uint64 table_generation = 0;
+static bool mixed_generations = false;
+
 static HTAB *
 get_table(void)
 {
@@ -160,6 +168,13 @@ lock_table_insert(const char *name, LockMode mode, int32 permits,
 	make_key(key, name, mode);
 	entry = (LockEntry *) hash_search(get_table(), key, HASH_ENTER, &found);
 	Assert(!found);
+	if (hash_get_num_entries(lock_table) == 1)
+	{
+		table_generation = generation;
+		mixed_generations = false;
+	}
+	else if (generation != table_generation)
+		mixed_generations = true;
 	entry->mode = mode;
 	entry->permits = permits;
 	entry->node = node_copy;
@@ -252,7 +267,8 @@ lock_table_forget_lost(uint64 live_generation, const char *name,
 	LockEntry  *entry;
 	int			forgotten = 0;
 
-	if (lock_table == NULL)
+	if (lock_table == NULL || hash_get_num_entries(lock_table) == 0 ||
+		(!mixed_generations && table_generation == live_generation))
 		return 0;
 	hash_seq_init(&status, lock_table);
 	while ((entry = hash_seq_search(&status)) != NULL)
@@ -273,6 +289,8 @@ lock_table_forget_lost(uint64 live_generation, const char *name,
 			*named_lost = true;
 		drop_entry(entry, false);
 	}
+	table_generation = live_generation;
+	mixed_generations = false;
 	return forgotten;
 }
 

@@ -283,7 +283,7 @@ finish_abandoned(ZkRequest *req)
 				break;
 			if (req->rc == ZOK)
 				janitor_delete(req->zh, req->created);
-			else if (req->rc == ZCONNECTIONLOSS || req->rc == ZOPERATIONTIMEOUT)
+			else if (bridge_reply_lost(req->rc))
 			{
 				/* The create may have happened: find it by its tag. */
 				char	   *slash = strrchr(req->path, '/');
@@ -601,13 +601,6 @@ janitor_free(JanitorTask *task)
 	free(task);
 }
 
-/* A reply that says the request may not have reached the server. */
-static bool
-retryable(int rc)
-{
-	return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT;
-}
-
 /* A reply after which there is nothing left to clean up or to report. */
 static bool
 nothing_left(int rc)
@@ -635,7 +628,7 @@ janitor_delete_done(int rc, const void *data)
 	JanitorTask *task = (JanitorTask *) data;
 
 	/* Requests made while disconnected wait for the reconnect: no spinning. */
-	if (retryable(rc))
+	if (bridge_reply_lost(rc))
 		janitor_delete_issue(task);
 	else
 	{
@@ -675,7 +668,7 @@ janitor_children_done(int rc, const struct String_vector *strings, const void *d
 {
 	JanitorTask *task = (JanitorTask *) data;
 
-	if (retryable(rc))
+	if (bridge_reply_lost(rc))
 	{
 		janitor_children_issue(task);
 		return;
@@ -755,7 +748,7 @@ remove_watch_done(int rc, const void *data)
 	 * The server forgets a connection's watches when it drops; only the
 	 * client's copy, which it would re-register on reconnect, is left.
 	 */
-	if (retryable(rc))
+	if (bridge_reply_lost(rc))
 		zoo_remove_all_watches(task->zh, task->path, task->watch_type, 1);
 	janitor_free(task);
 }

@@ -66,6 +66,16 @@ typedef enum BridgeCounter
 
 extern void bridge_take_counts(uint64_t *counts);
 
+/*
+ * A reply lost with the connection, or given up on by the client when the
+ * server fell silent: the request may or may not have been carried out.
+ */
+static inline bool
+bridge_reply_lost(int rc)
+{
+	return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT;
+}
+
 extern void bridge_init(void);
 extern int64_t bridge_now_ms(void);
 
