@@ -40,3 +40,16 @@ SELECT sqlstate_of('SELECT * FROM zk_session_stats');
 SELECT zk_lock_acquire('after-update'), zk_lock_release('after-update');
 DROP TABLE updated, fresh;
 DROP FUNCTION zklock_objects();
+
+-- In a schema off the search path, the functions still find each other.
+DROP EXTENSION zklock;
+CREATE SCHEMA zk;
+CREATE EXTENSION zklock SCHEMA zk;
+SET search_path = pg_catalog;
+SELECT zk.zk_lock_acquire('off-path');
+SELECT lock_name, mode, holding FROM zk.zk_lock_holders('off-path');
+SELECT count(*) FROM zk.zk_cluster_locks WHERE lock_name = 'off-path';
+SELECT zk.zk_lock_release('off-path');
+RESET search_path;
+DROP EXTENSION zklock;
+DROP SCHEMA zk;

@@ -161,7 +161,7 @@ AS $$
            (i->>'pid')::integer, i->>'database', i->>'user',
            i->>'application_name', (i->>'requested_at')::timestamptz,
            q.token, q.znode
-    FROM zk_lock_queue(name) AS q, LATERAL (SELECT q.info::jsonb AS i) AS j
+    FROM @extschema@.zk_lock_queue(name) AS q, LATERAL (SELECT q.info::jsonb AS i) AS j
 $$;
 
 COMMENT ON FUNCTION zk_lock_holders(text) IS
@@ -183,12 +183,12 @@ CREATE FUNCTION zk_lock_holders(
     OUT znode text)
 RETURNS SETOF record
 LANGUAGE sql VOLATILE PARALLEL UNSAFE
-AS $$ SELECT * FROM zk_lock_holders(NULL::text) $$;
+AS $$ SELECT * FROM @extschema@.zk_lock_holders(NULL::text) $$;
 
 COMMENT ON FUNCTION zk_lock_holders() IS
 'every holder and waiter of every lock below zklock.root, cluster-wide';
 
-CREATE VIEW zk_cluster_locks AS SELECT * FROM zk_lock_holders();
+CREATE VIEW zk_cluster_locks AS SELECT * FROM @extschema@.zk_lock_holders();
 
 COMMENT ON VIEW zk_cluster_locks IS
 'every holder and waiter of every lock below zklock.root, cluster-wide, in queue order';
