@@ -38,15 +38,20 @@ as_postgres()
 }
 
 failed=()
+# ZKLOCK_SUITES picks suites for a quicker run, e.g. "pg_regress isolation".
+wanted()
+{
+	case " ${ZKLOCK_SUITES:-pg_regress isolation TAP package} " in
+		*" $1 "*) return 0 ;;
+		*) return 1 ;;
+	esac
+}
+
 suite()
 {
 	local name=$1
 	shift
-	# ZKLOCK_SUITES picks suites for a quicker run, e.g. "pg_regress isolation".
-	case " ${ZKLOCK_SUITES:-pg_regress isolation TAP} " in
-		*" $name "*) ;;
-		*) return 0 ;;
-	esac
+	wanted "$name" || return 0
 	echo "== $name"
 	if ! as_postgres make -C "$work/tree" -s "$@"; then
 		failed+=("$name")
@@ -72,6 +77,18 @@ else
 fi
 
 suite "TAP" installcheck REGRESS= ISOLATION= PROVE_FLAGS="--timer"
+
+# The Debian package: built, installed over what `make install` put there,
+# and pg_regress run again against the packaged files.
+if wanted package; then
+	echo "== building and installing the Debian package"
+	if bash "$ZKLOCK_SRC/test/package.sh" "$work/debs" &&
+		dpkg -S "$(pg_config --pkglibdir)/zklock.so" | grep -q '^postgresql-15-zklock:'; then
+		suite "package" installcheck ISOLATION= TAP_TESTS= EXTRA_REGRESS_OPTS="$temp_opts"
+	else
+		failed+=("package build")
+	fi
+fi
 
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "== FAILED: ${failed[*]}"

@@ -1,0 +1,149 @@
+#!/bin/bash
+# Builds the Debian package of zklock (postgresql-15-zklock on Debian 12) from
+# this tree with dpkg-buildpackage, installs it, and checks that its files are
+# where PostgreSQL looks for them.  As root, on a fresh Debian 12 machine.
+#
+#   bash test/package.sh [OUTDIR]
+#
+# The .deb files are copied to OUTDIR (or $ZKLOCK_DEB_DIR, or a new
+# /tmp/zklock-deb.XXXXXX); the last line printed is the path of the installed
+# .deb.  The regression tests are not run here: the package build cannot run
+# them (they need ZooKeeper), test/run-all.sh runs them against the installed
+# package.  Exits non-zero on any failure.
+set -euo pipefail
+
+# ZKLOCK_SRC, zklock_packages and zklock_install_packages.
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "run this as root: it installs packages" >&2
+	exit 1
+fi
+
+# What the build and the tests need, plus the packaging tools.
+zklock_packages+=(dpkg-dev debhelper postgresql-server-dev-all)
+zklock_install_packages
+
+outdir=${1:-${ZKLOCK_DEB_DIR:-}}
+if [ -z "$outdir" ]; then
+	outdir=$(mktemp -d /tmp/zklock-deb.XXXXXX)
+fi
+mkdir -p "$outdir"
+outdir=$(cd "$outdir" && pwd)
+
+work=$(mktemp -d /tmp/zklock-pkg.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+version=$(dpkg-parsechangelog -l "$ZKLOCK_SRC/debian/changelog" -S Version)
+arch=$(dpkg --print-architecture)
+# dpkg-buildpackage writes its products next to the tree it builds: build in
+# a copy inside $work, so that nothing lands next to the checkout.
+tree=$work/zklock-${version%-*}
+mkdir "$tree"
+
+echo "== copying the tree to $tree"
+if git -C "$ZKLOCK_SRC" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	# The work tree as it is, committed or not: tracked files (unless
+	# deleted) and new files that .gitignore does not exclude.  Build
+	# products are left out; a stale src/*.o of the checkout would otherwise
+	# be taken for up to date by the VPATH build.
+	(
+		cd "$ZKLOCK_SRC"
+		git ls-files -z --cached --others --exclude-standard |
+			while IFS= read -r -d '' f; do
+				if [ -e "$f" ] || [ -L "$f" ]; then
+					printf '%s\0' "$f"
+				fi
+			done |
+			tar --null -T - -cf -
+	) | tar -C "$tree" -xf -
+else
+	# Not a git checkout: everything; the package build's clean step
+	# (debian/rules clean) removes the build products first.
+	cp -a "$ZKLOCK_SRC/." "$tree"
+fi
+
+majors=$(cd "$tree" && pg_buildext supported-versions)
+if [ -z "$majors" ]; then
+	echo "no PostgreSQL major both in debian/pgversions and supported here" >&2
+	exit 1
+fi
+
+echo "== dpkg-buildpackage -us -uc -b (PostgreSQL $(echo $majors))"
+if ! (cd "$tree" && dpkg-buildpackage -us -uc -b) >"$work/build.log" 2>&1; then
+	cat "$work/build.log"
+	echo "== package build FAILED" >&2
+	exit 1
+fi
+# WERROR=1 (debian/rules) makes compiler warnings errors; no other tool of
+# the build may warn either.
+if grep -i 'warning:' "$work/build.log"; then
+	echo "== the package build printed warnings" >&2
+	exit 1
+fi
+cp "$work"/*.deb "$outdir/"
+
+debs=()
+for v in $majors; do
+	pkg=postgresql-$v-zklock
+	deb=$outdir/${pkg}_${version}_${arch}.deb
+	if [ ! -f "$deb" ]; then
+		echo "$deb was not built; built: $(ls "$work"/*.deb)" >&2
+		exit 1
+	fi
+	dpkg-deb -I "$deb" control | sed 's/^/   /'
+	debs+=("$deb")
+done
+
+echo "== installing ${debs[*]}"
+# apt-get, not dpkg -i, so that the dependencies (libzookeeper-mt2, the
+# server) are resolved; --reinstall, so that a rebuilt package of the same
+# version replaces the installed one.
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --reinstall --no-install-recommends "${debs[@]}" >"$work/install.log" 2>&1 ||
+	{ cat "$work/install.log"; exit 1; }
+
+for v in $majors; do
+	pkg=postgresql-$v-zklock
+	pg_config=/usr/lib/postgresql/$v/bin/pg_config
+	pkglibdir=$("$pg_config" --pkglibdir)
+	extdir=$("$pg_config" --sharedir)/extension
+
+	status=$(dpkg-query -W -f='${Status} ${Version}' "$pkg")
+	if [ "$status" != "install ok installed $version" ]; then
+		echo "$pkg: $status, expected version $version installed" >&2
+		exit 1
+	fi
+
+	echo "== checking the files of $pkg"
+	listed=$(dpkg -L "$pkg")
+	expected=("$pkglibdir/zklock.so" "$extdir/zklock.control")
+	for sql in "$tree"/sql/zklock--*.sql; do
+		expected+=("$extdir/$(basename "$sql")")
+	done
+	for f in "${expected[@]}"; do
+		if ! grep -qxF "$f" <<<"$listed"; then
+			echo "$pkg does not install $f" >&2
+			exit 1
+		fi
+		if [ ! -f "$f" ]; then
+			echo "$f is missing after installing $pkg" >&2
+			exit 1
+		fi
+		echo "   $f"
+	done
+	# The installed scripts and control file are this tree's.
+	for f in zklock.control sql/zklock--*.sql; do
+		cmp -s "$tree/$f" "$extdir/$(basename "$f")" ||
+			{ echo "$extdir/$(basename "$f") differs from $f" >&2; exit 1; }
+	done
+	# The module finds the ZooKeeper client it was linked with.
+	libs=$(ldd "$pkglibdir/zklock.so")
+	if grep -q 'not found' <<<"$libs" || ! grep -q 'libzookeeper_mt\.so\.[0-9]* => /' <<<"$libs"; then
+		echo "$pkglibdir/zklock.so: unresolved libraries:" >&2
+		echo "$libs" >&2
+		exit 1
+	fi
+done
+
+echo "== installed: ${debs[*]}"
+printf '%s\n' "${debs[@]}"
