@@ -1,0 +1,169 @@
+-- bench.sql: what bench/bench.py installs in each PostgreSQL node.
+--
+-- Timings are taken inside the backend with clock_timestamp(), so they
+-- leave out psql and the connection; figures are only collected in memory
+-- while the clock runs and written to tables once it has stopped.
+
+CREATE EXTENSION zklock;
+
+-- Uncontended cycles from PL/pgSQL.  kind: 'session' (zk_lock_acquire +
+-- zk_lock_release), 'xact' (zk_lock_xact_acquire, then COMMIT ends the
+-- transaction and the lock), 'advisory' (pg_advisory_lock +
+-- pg_advisory_unlock, for scale).  One untimed cycle first: the ZooKeeper
+-- session is opened and the lock's parent created on first use.
+CREATE PROCEDURE bench_cycles(kind text, lock text, n int,
+                              INOUT seconds float8 DEFAULT NULL)
+LANGUAGE plpgsql AS $$
+DECLARE
+  t0 timestamptz;
+  key bigint := hashtext(lock);
+BEGIN
+  FOR i IN 0..n LOOP
+    IF i = 1 THEN
+      t0 := clock_timestamp();
+    END IF;
+    CASE kind
+      WHEN 'session' THEN
+        PERFORM zk_lock_acquire(lock);
+        PERFORM zk_lock_release(lock);
+      WHEN 'xact' THEN
+        PERFORM zk_lock_xact_acquire(lock);
+        COMMIT;
+      WHEN 'advisory' THEN
+        PERFORM pg_advisory_lock(key);
+        PERFORM pg_advisory_unlock(key);
+    END CASE;
+  END LOOP;
+  seconds := extract(epoch FROM clock_timestamp() - t0);
+END $$;
+
+-- Contended handoff: take turns on one lock for the given seconds.  Each
+-- backend opens its ZooKeeper session, then waits for the start on an
+-- advisory lock that the benchmark holds on each node.  The acquisition time
+-- is taken right after zk_lock_acquire returns, the release time right
+-- before zk_lock_release starts; the fencing token orders the holders of
+-- all nodes.
+CREATE UNLOGGED TABLE bench_grants (
+  run text, token bigint, acquired timestamptz, released timestamptz);
+
+CREATE PROCEDURE bench_handoff(run text, lock text, seconds float8,
+                               gate bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+  tokens bigint[] := '{}';
+  acquired timestamptz[] := '{}';
+  released timestamptz[] := '{}';
+  end_at timestamptz;
+BEGIN
+  IF zk_lock_try_acquire(lock) THEN
+    PERFORM zk_lock_release(lock);
+  END IF;
+  PERFORM pg_advisory_lock_shared(gate);
+  PERFORM pg_advisory_unlock_shared(gate);
+  end_at := clock_timestamp() + seconds * interval '1 second';
+  LOOP
+    PERFORM zk_lock_acquire(lock);
+    acquired := acquired || clock_timestamp();
+    tokens := tokens || zk_lock_token(lock);
+    released := released || clock_timestamp();
+    PERFORM zk_lock_release(lock);
+    EXIT WHEN released[cardinality(released)] >= end_at;
+  END LOOP;
+  INSERT INTO bench_grants
+    SELECT run, t, a, r FROM unnest(tokens, acquired, released) AS u(t, a, r);
+END $$;
+
+-- Many locks held by one backend: acquire (or release) prefix1..prefixN in
+-- turn.  Returns the seconds each tenth of the names took (n a multiple of
+-- 10), to show whether operations get slower as the backend holds more.
+CREATE FUNCTION bench_many(op text, prefix text, n int)
+RETURNS float8[]
+LANGUAGE plpgsql AS $$
+DECLARE
+  tenths float8[] := '{}';
+  t0 timestamptz := clock_timestamp();
+  t timestamptz;
+BEGIN
+  FOR i IN 1..n LOOP
+    IF op = 'acquire' THEN
+      PERFORM zk_lock_acquire(prefix || i);
+    ELSE
+      PERFORM zk_lock_release(prefix || i);
+    END IF;
+    IF i = n * (cardinality(tenths) + 1) / 10 THEN
+      t := clock_timestamp();
+      tenths := tenths || extract(epoch FROM t - t0);
+      t0 := t;
+    END IF;
+  END LOOP;
+  RETURN tenths;
+END $$;
+
+-- What a backend pays per call for the locks it holds, without asking
+-- ZooKeeper anything: a zk_lock_token() call, and an empty COMMIT (zklock's
+-- commit callback runs for every transaction).  Seconds per call of each.
+CREATE PROCEDURE bench_local(lock text, n int, INOUT token_s float8 DEFAULT NULL,
+                             INOUT commit_s float8 DEFAULT NULL)
+LANGUAGE plpgsql AS $$
+DECLARE
+  t0 timestamptz;
+BEGIN
+  COMMIT;
+  t0 := clock_timestamp();
+  FOR i IN 1..n LOOP
+    PERFORM zk_lock_token(lock);
+  END LOOP;
+  token_s := extract(epoch FROM clock_timestamp() - t0) / n;
+  t0 := clock_timestamp();
+  FOR i IN 1..n LOOP
+    COMMIT;
+  END LOOP;
+  commit_s := extract(epoch FROM clock_timestamp() - t0) / n;
+END $$;
+
+-- Many waiters: wait for the lock, note when it came and which queue node
+-- got it, let the next one have it.
+CREATE UNLOGGED TABLE bench_queue (
+  run text, znode text, token bigint, granted timestamptz);
+
+CREATE FUNCTION bench_wait(run text, lock text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  granted timestamptz;
+BEGIN
+  PERFORM zk_lock_acquire(lock);
+  granted := clock_timestamp();
+  INSERT INTO bench_queue
+    SELECT run, l.znode, l.token, granted FROM zk_locks l WHERE l.name = lock;
+  PERFORM zk_lock_release(lock);
+END $$;
+
+-- First use in a new backend: loading zklock (zk_session() opens no
+-- session), then the first acquisition, which connects to ZooKeeper, then
+-- n later acquisitions, each followed by a release; seconds of each part
+-- (the later ones averaged).
+CREATE FUNCTION bench_first_use(lock text, n int,
+                                OUT load_s float8, OUT first_s float8,
+                                OUT later_s float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+  t0 timestamptz;
+  t1 timestamptz;
+  later interval := '0';
+BEGIN
+  t0 := clock_timestamp();
+  PERFORM zk_session();
+  t1 := clock_timestamp();
+  load_s := extract(epoch FROM t1 - t0);
+  PERFORM zk_lock_acquire(lock);
+  first_s := extract(epoch FROM clock_timestamp() - t1);
+  PERFORM zk_lock_release(lock);
+  FOR i IN 1..n LOOP
+    t0 := clock_timestamp();
+    PERFORM zk_lock_acquire(lock);
+    later := later + (clock_timestamp() - t0);
+    PERFORM zk_lock_release(lock);
+  END LOOP;
+  later_s := extract(epoch FROM later) / n;
+END $$;
