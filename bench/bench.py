@@ -1,0 +1,912 @@
+#!/usr/bin/python3
+"""zklock's benchmark; bench/run.sh builds what it needs and runs it.
+
+Starts two PostgreSQL 15 nodes, then, for each ZooKeeper under test (a
+standalone server, then a 3-server ensemble, both durable: fsync on), points
+the nodes at it and measures:
+
+  1. uncontended acquire+release cycles: zklock session and transaction
+     locks from PL/pgSQL and from pgbench, against the bare recipe done by
+     bench/zkbare.c with the same C client, and pg_advisory_lock for scale;
+  2. contended handoff: N backends over both nodes taking turns on one lock,
+     latency from a release to the next holder's return, and grants/s,
+     against N bare clients doing the same;
+  3. many locks in one backend: time per acquire and release at several
+     sizes, and backend memory per held lock;
+  4. many waiters on one lock: grant order against queue order, watches per
+     waiter (from the servers' wchc), CPU used while waiting;
+  5. first use: the first zklock call in a new backend, and later ones.
+
+Each figure is the median of several rounds; a round runs every variant of
+its section once, in turn (every other round in reverse), so that drift on
+this shared machine hits all variants alike.  Prints one table and writes
+bench/RESULTS.md.
+
+Python 3 standard library only; PostgreSQL is driven through psql and
+pgbench, ZooKeeper through test/zk/zkctl, zkbare and four-letter commands.
+"""
+
+import math
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+SRC = BENCH.parent
+PGBIN = Path('/usr/lib/postgresql/15/bin')
+ZKCTL = SRC / 'test' / 'zk' / 'zkctl'
+ZK_ROOT = '/zklock_bench'           # zklock.root of both nodes
+BARE_ROOT = '/zklock_bench_bare'    # zkbare's lock parents
+NODES = ('node_a', 'node_b')
+
+QUICK = os.environ.get('BENCH_QUICK', '') not in ('', '0')
+
+# How much of everything.  Counts of uncontended cycles are calibrated per
+# ZooKeeper (an ensemble is several times slower than a standalone server)
+# so that a measurement takes about cycle_seconds.
+if QUICK:
+    CONF = dict(
+        cycle_rounds=3, cycle_seconds=0.3,
+        advisory_plpgsql=5000, advisory_pgbench=1000,
+        handoff_rounds=1, handoff_clients=(1, 4, 16), handoff_seconds=1.0,
+        many_rounds=1, many_sizes=(10, 100, 1000), many_once=(),
+        reacquire_max=1000, local_calls=1000,
+        waiters=20, waiter_rounds=1, waiter_cpu_seconds=2.0,
+        first_use_rounds=3, first_use_later=10)
+else:
+    CONF = dict(
+        cycle_rounds=5, cycle_seconds=0.8,
+        advisory_plpgsql=20000, advisory_pgbench=3000,
+        handoff_rounds=3, handoff_clients=(1, 4, 16, 64), handoff_seconds=2.0,
+        # 10,000 locks take a minute or more per pass on an ensemble: that
+        # size runs in one round only, and is not re-acquired.
+        many_rounds=3, many_sizes=(10, 1000, 10000), many_once=(10000,),
+        reacquire_max=1000, local_calls=2000,
+        waiters=100, waiter_rounds=2, waiter_cpu_seconds=5.0,
+        first_use_rounds=5, first_use_later=20)
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---- processes ----
+
+# Every child that may outlive the call that started it, to be stopped by
+# pid on the way out.
+children = []
+
+
+def as_postgres(cmd):
+    """PostgreSQL refuses to run as root: run cmd as postgres if we are."""
+    if os.geteuid() == 0:
+        return ['runuser', '-u', 'postgres', '--'] + cmd
+    return cmd
+
+
+def give_to_postgres(path):
+    if os.geteuid() == 0:
+        shutil.chown(path, 'postgres', 'postgres')
+
+
+def run(cmd, timeout=600, **kw):
+    """Run cmd, return its stdout; fail loudly with its stderr."""
+    cmd = [str(c) for c in cmd]
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, timeout=timeout, **kw)
+    if res.returncode != 0:
+        raise RuntimeError('%s failed (%d):\n%s' % (' '.join(cmd), res.returncode,
+                                                     res.stderr.strip()))
+    return res.stdout
+
+
+def spawn(cmd, **kw):
+    proc = subprocess.Popen([str(c) for c in cmd], **kw)
+    children.append(proc)
+    return proc
+
+
+def reap(procs, timeout):
+    """Wait for procs to end; fail if one did not or failed."""
+    deadline = time.time() + timeout
+    for p in procs:
+        try:
+            p.wait(max(0.1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            raise RuntimeError('%s did not finish in time' % ' '.join(p.args))
+        if p.returncode != 0:
+            err = p.stderr.read() if p.stderr else ''
+            raise RuntimeError('%s failed (%d): %s' % (' '.join(p.args), p.returncode, err))
+        if p in children:
+            children.remove(p)
+
+
+def stop_children():
+    for p in children:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    children.clear()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+# ---- statistics ----
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def percentile(xs, p):
+    """Nearest-rank percentile of a non-empty list."""
+    xs = sorted(xs)
+    return xs[max(0, math.ceil(p / 100 * len(xs)) - 1)]
+
+
+# ---- ZooKeeper ----
+
+class ZooKeeper:
+    """A durable standalone server or ensemble, started by test/zk/zkctl."""
+
+    def __init__(self, work, servers):
+        self.servers = servers
+        self.label = 'standalone' if servers == 1 else 'ensemble(%d)' % servers
+        self.dir = work / ('zk%d' % servers)
+        self.hosts = None
+
+    def start(self):
+        self.hosts = run([ZKCTL, 'start', self.dir, '--servers', self.servers,
+                          '--durable']).strip()
+        self.ports = [int(h.rsplit(':', 1)[1]) for h in self.hosts.split(',')]
+        srvr = self.flw(self.ports[0], 'srvr')
+        m = re.search(r'Zookeeper version: ([^,\s]+)', srvr)
+        self.version = m.group(1) if m else 'unknown'
+
+    def stop(self):
+        if self.hosts:
+            run([ZKCTL, 'stop', self.dir])
+            self.hosts = None
+
+    def flw(self, port, cmd):
+        """A four-letter command's reply."""
+        with socket.create_connection(('127.0.0.1', port), timeout=10) as s:
+            s.sendall(cmd.encode())
+            chunks = []
+            while True:
+                data = s.recv(65536)
+                if not data:
+                    break
+                chunks.append(data)
+        return b''.join(chunks).decode()
+
+    def watches_by_session(self):
+        """{session id: [watched paths]} over all servers ('wchc')."""
+        watches = {}
+        for port in self.ports:
+            sid = None
+            for line in self.flw(port, 'wchc').splitlines():
+                if line.startswith('0x'):
+                    sid = line.strip().lower()
+                elif line.strip().startswith('/') and sid:
+                    watches.setdefault(sid, []).append(line.strip())
+        return watches
+
+    def watch_count(self, prefix):
+        """Watches on paths under prefix, over all servers ('wchp')."""
+        count = 0
+        for port in self.ports:
+            path = None
+            for line in self.flw(port, 'wchp').splitlines():
+                if line.startswith('/'):
+                    path = line.strip()
+                elif line.strip().startswith('0x') and path and path.startswith(prefix):
+                    count += 1
+        return count
+
+
+class Zkbare:
+    """bench/zkbare.c, built by run.sh."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __call__(self, zk, *args, timeout=600):
+        return run([self.path, zk.hosts] + list(args), timeout=timeout)
+
+    def queue(self, zk, parent):
+        """[(child, owner session)] of parent, in queue order."""
+        rows = [line.split() for line in self(zk, 'queue', parent).splitlines()]
+        return sorted(((c, o.lower()) for c, o in rows), key=lambda r: r[0][-10:])
+
+
+# ---- PostgreSQL ----
+
+class Node:
+    """A PostgreSQL 15 node in a temporary directory, on 127.0.0.1 only."""
+
+    def __init__(self, work, name):
+        self.name = name
+        self.dir = work / name
+        self.data = self.dir / 'data'
+        self.port = free_port()
+        self.started = False
+
+    def conninfo(self, app='bench'):
+        return ('host=127.0.0.1 port=%d user=postgres dbname=postgres '
+                'application_name=%s' % (self.port, app))
+
+    def start(self):
+        self.dir.mkdir()
+        give_to_postgres(self.dir)
+        run(as_postgres([PGBIN / 'initdb', '-D', self.data, '-U', 'postgres',
+                         '-A', 'trust', '--no-sync']))
+        with open(self.data / 'postgresql.conf', 'a') as f:
+            f.write("\n# zklock benchmark\n"
+                    "listen_addresses = '127.0.0.1'\n"
+                    "port = %d\n"
+                    "unix_socket_directories = '%s'\n"
+                    "max_connections = 200\n"
+                    "cluster_name = '%s'\n"
+                    "include_if_exists = 'zklock_bench.conf'\n"
+                    % (self.port, self.dir, self.name))
+        self.write_zk_conf('')
+        run(as_postgres([PGBIN / 'pg_ctl', '-D', self.data, '-l',
+                         self.dir / 'server.log', '-w', '-s', 'start']))
+        self.started = True
+        self.psql_file(BENCH / 'bench.sql')
+
+    def stop(self):
+        if self.started:
+            run(as_postgres([PGBIN / 'pg_ctl', '-D', self.data, '-m', 'fast',
+                             '-w', '-s', 'stop']))
+            self.started = False
+
+    def use_zk(self, zk):
+        """Point zklock at zk; sessions opened from now on use it."""
+        self.write_zk_conf("zklock.hosts = '%s'\nzklock.root = '%s'\n" % (zk.hosts, ZK_ROOT))
+        run(as_postgres([PGBIN / 'pg_ctl', '-D', self.data, '-s', 'reload']))
+        deadline = time.time() + 10
+        while self.sql('SHOW zklock.hosts') != [[zk.hosts]]:
+            if time.time() > deadline:
+                raise RuntimeError('%s did not take the new zklock.hosts' % self.name)
+            time.sleep(0.05)
+
+    def write_zk_conf(self, text):
+        conf = self.data / 'zklock_bench.conf'
+        conf.write_text(text)
+        give_to_postgres(conf)
+
+    def psql_cmd(self, app='bench'):
+        return [PGBIN / 'psql', '-X', '-q', '-At', '-F', '\t', '-v', 'ON_ERROR_STOP=1',
+                '-d', self.conninfo(app)]
+
+    def psql_file(self, path):
+        run(self.psql_cmd() + ['-f', path])
+
+    def sql(self, query, app='bench'):
+        """Rows of one query, in a new session, as lists of strings."""
+        out = run(self.psql_cmd(app) + ['-c', query])
+        return [line.split('\t') for line in out.splitlines()]
+
+    def value(self, query):
+        return self.sql(query)[0][0]
+
+    def spawn(self, query, app):
+        """Run query in a new session in the background."""
+        return spawn(self.psql_cmd(app) + ['-c', query], stdout=subprocess.DEVNULL,
+                     stderr=subprocess.PIPE, text=True)
+
+    def session(self, app='bench'):
+        return Session(self, app)
+
+    def pgbench(self, script, transactions):
+        """Transactions per second of one client running script."""
+        out = run([PGBIN / 'pgbench', '-n', '-f', script, '-t', transactions, '-c', 1,
+                   '-h', '127.0.0.1', '-p', self.port, '-U', 'postgres', 'postgres'])
+        return float(re.search(r'tps = ([\d.]+) \(without initial connection time\)',
+                               out).group(1))
+
+
+class Session:
+    """A psql session kept open, for queries that must share a backend."""
+
+    MARK = '__bench_query_done__'
+
+    def __init__(self, node, app):
+        self.proc = spawn(node.psql_cmd(app), stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, bufsize=1)
+
+    def query(self, sql):
+        self.proc.stdin.write('%s;\n\\echo %s\n' % (sql, self.MARK))
+        self.proc.stdin.flush()
+        rows = []
+        for line in self.proc.stdout:
+            if line.rstrip('\n') == self.MARK:
+                return rows
+            rows.append(line.rstrip('\n').split('\t'))
+        raise RuntimeError('psql session ended: %s' % self.proc.stderr.read())
+
+    def value(self, sql):
+        return self.query(sql)[0][0]
+
+    def close(self):
+        self.proc.stdin.close()
+        reap([self.proc], 60)
+
+
+def pg_array(text):
+    """A float8[] as psql prints it."""
+    return [float(x) for x in text.strip('{}').split(',')]
+
+
+def quote(s):
+    return "'" + s.replace("'", "''") + "'"
+
+
+# ---- what the sections share ----
+
+class Target:
+    """The ZooKeeper under test, and what measures against it: zkbare and
+    the PostgreSQL nodes pointed at it."""
+
+    def __init__(self, zk, zkbare, nodes):
+        self.zk = zk
+        self.zkbare = zkbare
+        self.nodes = nodes
+        self.failures = []
+
+    def rounds(self, n, variants, measure):
+        """Run every variant once per round, reversing the order every other
+        round; returns {variant: [measure(variant, round) of each round]}.
+        A measurement that fails is repeated once, after cleaning up."""
+        results = {v: [] for v in variants}
+        for r in range(n):
+            for v in (variants if r % 2 == 0 else list(reversed(variants))):
+                try:
+                    results[v].append(measure(v, r))
+                except (RuntimeError, subprocess.TimeoutExpired) as e:
+                    log('  %s failed, repeating it: %s' % (v, e))
+                    self.failures.append('%s, %s: %s' % (self.zk.label, v, e))
+                    self.recover()
+                    results[v].append(measure(v, r))
+        return results
+
+    def recover(self):
+        """End every session a failed measurement left behind.  A backend
+        waiting for a lock does not notice that its client went away, so
+        they are terminated, which also ends their ZooKeeper sessions."""
+        stop_children()
+        for n in self.nodes:
+            n.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                  "WHERE application_name LIKE 'bench\\_%' AND pid <> pg_backend_pid()")
+
+
+# ---- 1. uncontended cycles ----
+
+def bench_cycles(t):
+    zk, zkbare, node = t.zk, t.zkbare, t.nodes[0]
+    parent = BARE_ROOT + '/cycle'
+    zkbare(zk, 'mkdir', parent)
+    # Calibrate on the bare client: about cycle_seconds per measurement.
+    per_cycle = float(zkbare(zk, 'cycle', parent, 20)) / 20
+    n = max(50, min(3000, int(CONF['cycle_seconds'] / per_cycle)))
+    n_adv, n_adv_pgbench = CONF['advisory_plpgsql'], CONF['advisory_pgbench']
+
+    def plpgsql(kind, count):
+        secs = float(node.value('CALL bench_cycles(%s, %s, %d)'
+                                % (quote(kind), quote('bench-cycle'), count)))
+        return count / secs
+
+    measure = {
+        'bare': lambda: n / float(zkbare(zk, 'cycle', parent, n)),
+        'session_plpgsql': lambda: plpgsql('session', n),
+        'session_pgbench': lambda: node.pgbench(BENCH / 'pgbench' / 'session.sql', n),
+        'xact_plpgsql': lambda: plpgsql('xact', n),
+        'xact_pgbench': lambda: node.pgbench(BENCH / 'pgbench' / 'xact.sql', n),
+        'advisory_plpgsql': lambda: plpgsql('advisory', n_adv),
+        'advisory_pgbench': lambda: node.pgbench(BENCH / 'pgbench' / 'advisory.sql',
+                                                 n_adv_pgbench),
+    }
+    log('  uncontended cycles: %d per measurement, %d rounds' % (n, CONF['cycle_rounds']))
+    res = t.rounds(CONF['cycle_rounds'], list(measure), lambda v, r: measure[v]())
+    out = {'cycles_n': n}
+    for v, xs in res.items():
+        out['cycle_' + v] = median(xs)
+    return out
+
+
+# ---- 2. contended handoff ----
+
+def handoff_stats(grants, start, end):
+    """grants: (token, acquired, released) of all holders.  Latency of each
+    handoff (next holder's acquired - previous holder's released, in token
+    order) that happened within [start, end]; grants/s in it."""
+    grants = sorted(grants)
+    in_window = [g for g in grants if start <= g[1] <= end]
+    lat = [b[1] - a[2] for a, b in zip(grants, grants[1:])
+           if a[2] >= start and b[1] <= end]
+    if any(x < 0 for x in lat):
+        raise RuntimeError('two holders at once: a grant came before the previous release')
+    return dict(rate=len(in_window) / (end - start),
+                p50=percentile(lat, 50) * 1000 if lat else None,
+                p99=percentile(lat, 99) * 1000 if lat else None)
+
+
+def handoff_zklock(nodes, clients, run_id):
+    """clients backends split over the nodes; they open their ZooKeeper
+    sessions, then wait on an advisory lock held by us on each node, so that
+    all start when we let go."""
+    seconds = CONF['handoff_seconds']
+    barrier = 4242
+    gates = [n.session('bench_gate') for n in nodes]
+    for g in gates:
+        g.query('SELECT pg_advisory_lock(%d)' % barrier)
+    procs = [nodes[i % 2].spawn(
+        "CALL bench_handoff(%s, 'handoff', %s, %d)" % (quote(run_id), seconds, barrier),
+        'bench_handoff') for i in range(clients)]
+    waiting_sql = ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                   "AND NOT granted AND objid = %d" % barrier)
+    deadline = time.time() + 60 + clients
+    while sum(int(g.value(waiting_sql)) for g in gates) < clients:
+        if time.time() > deadline or any(p.poll() is not None for p in procs):
+            raise RuntimeError('handoff backends did not get ready')
+        time.sleep(0.1)
+    # Every backend wakes after this instant and runs for seconds from its
+    # wake-up, so the window is covered by all of them.
+    start = time.time()
+    for g in gates:
+        g.query('SELECT pg_advisory_unlock(%d)' % barrier)
+    reap(procs, seconds + 60)
+    for g in gates:
+        g.close()
+    grants = []
+    for n in nodes[:min(clients, 2)]:
+        grants += [(int(t), float(a), float(r)) for t, a, r in n.sql(
+            'SELECT token, extract(epoch FROM acquired), extract(epoch FROM released) '
+            'FROM bench_grants WHERE run = %s' % quote(run_id))]
+    return handoff_stats(grants, start, start + seconds)
+
+
+def handoff_bare(zk, zkbare, clients):
+    out = zkbare(zk, 'handoff', BARE_ROOT + '/handoff', clients, CONF['handoff_seconds'])
+    lines = out.splitlines()
+    start = float(lines[0].split()[1])
+    end = float(lines[1].split()[1])
+    grants = [(int(t), float(a), float(r)) for t, a, r in (l.split() for l in lines[2:])]
+    return handoff_stats(grants, start, end)
+
+
+def bench_handoff(t):
+    t.zkbare(t.zk, 'mkdir', BARE_ROOT + '/handoff')
+    variants = [(kind, c) for c in CONF['handoff_clients'] for kind in ('zklock', 'bare')]
+
+    def measure(v, r):
+        kind, c = v
+        if kind == 'bare':
+            return handoff_bare(t.zk, t.zkbare, c)
+        return handoff_zklock(t.nodes, c, '%d-%d-%d' % (t.zk.servers, c, r))
+
+    log('  contended handoff: %s backends, %.1f s each, %d rounds'
+        % ('/'.join(map(str, CONF['handoff_clients'])), CONF['handoff_seconds'],
+           CONF['handoff_rounds']))
+    res = t.rounds(CONF['handoff_rounds'], variants, measure)
+    out = {}
+    for (kind, c), xs in res.items():
+        for stat in ('p50', 'p99', 'rate'):
+            out['handoff_%s_%d_%s' % (kind, c, stat)] = median([x[stat] for x in xs])
+    return out
+
+
+# ---- 3. many locks ----
+
+def private_dirty_kb(pid):
+    with open('/proc/%d/smaps_rollup' % pid) as f:
+        return sum(int(line.split()[1]) for line in f
+                   if line.startswith('Private_Dirty:'))
+
+
+def many_locks(zk, zkbare, node, n, run_id, reacquire):
+    """One new backend acquires n fresh names, then releases them; the names'
+    parents are then pinned (kept from being removed as empty containers)
+    and, with reacquire, the names are acquired again with their parents in
+    place.  Returns seconds per operation and memory per held lock."""
+    prefix = 'many-%s-' % run_id
+    s = node.session('bench_many')
+    # Warm up: the ZooKeeper session is opened, the functions are planned.
+    s.query("SELECT bench_many('acquire', 'many-warm-', 10)")
+    s.query("SELECT bench_many('release', 'many-warm-', 10)")
+    pid = int(s.value('SELECT pg_backend_pid()'))
+    contexts = 'SELECT sum(total_bytes) FROM pg_backend_memory_contexts'
+    mem0, ctx0 = private_dirty_kb(pid), int(s.value(contexts))
+    acquire = pg_array(s.value("SELECT bench_many('acquire', %s, %d)" % (quote(prefix), n)))
+    mem1, ctx1 = private_dirty_kb(pid), int(s.value(contexts))
+    token_s, commit_s = (float(x) for x in s.query(
+        'CALL bench_local(%s, %d)' % (quote(prefix + '1'), CONF['local_calls']))[0])
+    release = pg_array(s.value("SELECT bench_many('release', %s, %d)" % (quote(prefix), n)))
+    zkbare(zk, 'pin', '%s/%s' % (ZK_ROOT, prefix), n)
+    out = dict(acquire=sum(acquire) / n, release=sum(release) / n,
+               growth=acquire[-1] / acquire[0],
+               mem=(mem1 - mem0) * 1024 / n, ctx=(ctx1 - ctx0) / n,
+               token=token_s, commit=commit_s)
+    if reacquire:
+        again = pg_array(s.value("SELECT bench_many('acquire', %s, %d)" % (quote(prefix), n)))
+        out['reacquire'] = sum(again) / n
+    # Ending the session ends its ZooKeeper session: the server drops the
+    # nodes still held, in one go.
+    s.close()
+    return out
+
+
+def bench_many(t):
+    sizes = CONF['many_sizes']
+    log('  many locks: %s, %d rounds' % ('/'.join(map(str, sizes)), CONF['many_rounds']))
+
+    def measure(n, r):
+        # The largest sizes only in the middle round.
+        if n in CONF['many_once'] and r != CONF['many_rounds'] // 2:
+            return None
+        return many_locks(t.zk, t.zkbare, t.nodes[0], n, '%d-%d' % (n, r),
+                          n <= CONF['reacquire_max'])
+
+    res = t.rounds(CONF['many_rounds'], list(sizes), measure)
+    out = {}
+    for n, xs in res.items():
+        xs = [x for x in xs if x]
+        for k in ('acquire', 'release', 'reacquire', 'growth', 'mem', 'ctx',
+                  'token', 'commit'):
+            if k in xs[0]:
+                out['many_%s_%d' % (k, n)] = median([x[k] for x in xs])
+        out['many_rounds_%d' % n] = len(xs)
+    return out
+
+
+# ---- 4. many waiters ----
+
+def proc_cpu_ticks(pids):
+    ticks = 0
+    for pid in pids:
+        with open('/proc/%d/stat' % pid) as f:
+            fields = f.read().rsplit(')', 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])    # utime, stime
+    return ticks
+
+
+def many_waiters(zk, zkbare, nodes, run_id):
+    lock = 'queue-%s' % run_id
+    parent = '%s/%s' % (ZK_ROOT, lock)
+    nwait = CONF['waiters']
+    holder = nodes[0].session('bench_holder')
+    holder.query('SELECT zk_lock_acquire(%s)' % quote(lock))
+    procs = [nodes[i % 2].spawn('SELECT bench_wait(%s, %s)' % (quote(run_id), quote(lock)),
+                                'bench_waiter') for i in range(nwait)]
+    # Queued: a node each, and the watch each sets on its predecessor.
+    deadline = time.time() + 60 + nwait
+    while len(zkbare.queue(zk, parent)) < nwait + 1 or zk.watch_count(parent + '/') < nwait:
+        if time.time() > deadline or any(p.poll() is not None for p in procs):
+            raise RuntimeError('waiters did not queue up')
+        time.sleep(0.25)
+    pids = [int(p) for n in nodes for (p,) in n.sql(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'bench_waiter'")]
+    if len(pids) != nwait:
+        raise RuntimeError('found %d waiting backends, not %d' % (len(pids), nwait))
+    cpu0 = proc_cpu_ticks(pids)
+    time.sleep(CONF['waiter_cpu_seconds'])
+    cpu_ms = (proc_cpu_ticks(pids) - cpu0) * 1000 / os.sysconf('SC_CLK_TCK')
+
+    # Each waiter should watch exactly one node: its predecessor.
+    queue = zkbare.queue(zk, parent)
+    watches = zk.watches_by_session()
+    mine = [[p for p in watches.get(owner, []) if p.startswith(parent + '/')]
+            for _, owner in queue[1:]]
+    on_pred = sum(w == ['%s/%s' % (parent, queue[k][0])] for k, w in enumerate(mine))
+    total = sum(len(w) for w in mine)
+
+    holder.query('SELECT zk_lock_release(%s)' % quote(lock))
+    reap(procs, 120)
+    holder.close()
+    rows = [(float(g), z.rsplit('-', 1)[1]) for n in nodes for g, z in n.sql(
+        'SELECT extract(epoch FROM granted), znode FROM bench_queue WHERE run = %s'
+        % quote(run_id))]
+    rows.sort()
+    seqs = [s for _, s in rows]
+    in_order = sum(a == b for a, b in zip(seqs, sorted(seqs)))
+    return dict(in_order=in_order, granted=len(rows), on_pred=on_pred,
+                per_waiter=total / nwait, cpu_ms=cpu_ms,
+                drain=(len(rows) - 1) / (rows[-1][0] - rows[0][0]))
+
+
+def bench_waiters(t):
+    log('  many waiters: %d, %d rounds' % (CONF['waiters'], CONF['waiter_rounds']))
+    res = t.rounds(CONF['waiter_rounds'], ['zklock'],
+                   lambda v, r: many_waiters(t.zk, t.zkbare, t.nodes, '%d-%d' % (t.zk.servers, r)))
+    xs = res['zklock']
+    out = {'waiters_' + k: median([x[k] for x in xs]) for k in ('cpu_ms', 'per_waiter', 'drain')}
+    # Order and watches must hold in every round: report the worst.
+    for k in ('in_order', 'granted', 'on_pred'):
+        out['waiters_' + k] = min(x[k] for x in xs)
+    return out
+
+
+# ---- 5. first use ----
+
+def bench_first_use(t):
+    log('  first use: %d rounds' % CONF['first_use_rounds'])
+
+    def measure(v, r):
+        row = t.nodes[0].sql('SELECT * FROM bench_first_use(%s, %d)'
+                       % (quote('first-use'), CONF['first_use_later']))[0]
+        return [float(x) * 1000 for x in row]
+
+    xs = t.rounds(CONF['first_use_rounds'], ['first'], measure)['first']
+    return {'first_' + k: median([x[i] for x in xs])
+            for i, k in enumerate(('load', 'connect', 'later'))}
+
+
+# ---- the table ----
+
+def fmt(v, spec):
+    return '-' if v is None else format(v, spec)
+
+
+def table_rows(res):
+    """(label, {column: text}) rows; a header row has no values."""
+    cols = list(res)
+    rows = []
+
+    def row(label, f):
+        vals = {}
+        for c in cols:
+            try:
+                vals[c] = f(res[c])
+            except (KeyError, TypeError, ZeroDivisionError):
+                vals[c] = '-'
+        rows.append((label, vals))
+
+    def ratio(r, rate_key):
+        return fmt(r['cycle_bare'] / r[rate_key], '.2f') + 'x'
+
+    rows.append(('uncontended acquire+release cycle (cycles/s)', None))
+    row('  bare C client (create, list, delete)', lambda r: fmt(r['cycle_bare'], '.0f'))
+    for key, label in (('session_plpgsql', 'zklock session lock, PL/pgSQL loop'),
+                       ('session_pgbench', 'zklock session lock, pgbench'),
+                       ('xact_plpgsql', 'zklock xact lock + COMMIT, PL/pgSQL'),
+                       ('xact_pgbench', 'zklock xact lock + COMMIT, pgbench')):
+        row('  ' + label, lambda r, k=key: fmt(r['cycle_' + k], '.0f'))
+        row('    time ratio zklock / bare', lambda r, k=key: ratio(r, 'cycle_' + k))
+    row('  pg_advisory_lock, PL/pgSQL loop', lambda r: fmt(r['cycle_advisory_plpgsql'], '.0f'))
+    row('  pg_advisory_lock, pgbench', lambda r: fmt(r['cycle_advisory_pgbench'], '.0f'))
+
+    rows.append(('contended handoff, N backends on 2 nodes (release -> next holder)', None))
+    for c in CONF['handoff_clients']:
+        def pair(r, kind, c=c):
+            return '%s / %s' % (fmt(r['handoff_%s_%d_p50' % (kind, c)], '.2f'),
+                                fmt(r['handoff_%s_%d_p99' % (kind, c)], '.2f'))
+        row('  N=%-3d zklock p50 / p99 (ms)' % c, lambda r, c=c: pair(r, 'zklock'))
+        row('        bare C p50 / p99 (ms)', lambda r, c=c: pair(r, 'bare'))
+        row('        p50 ratio zklock / bare', lambda r, c=c: fmt(
+            r['handoff_zklock_%d_p50' % c] / r['handoff_bare_%d_p50' % c], '.2f') + 'x')
+        row('        grants/s zklock / bare', lambda r, c=c: '%s / %s' % (
+            fmt(r['handoff_zklock_%d_rate' % c], '.0f'), fmt(r['handoff_bare_%d_rate' % c], '.0f')))
+
+    sizes = CONF['many_sizes']
+    rows.append(('many locks held by one backend (ms per operation)', None))
+    for k, label in (('acquire', 'acquire, first use (creates parent)'),
+                     ('reacquire', 'acquire again, parents exist'),
+                     ('release', 'release')):
+        for n in sizes:
+            once = ' (1 round)' if n in CONF['many_once'] else ''
+            row('  %s, %s locks%s' % (label, format(n, ','), once),
+                lambda r, k=k, n=n: fmt(r['many_%s_%d' % (k, n)] * 1000, '.3f'))
+    big = sizes[-1]
+    small = sizes[0]
+    row('  acquire per op, largest / smallest size', lambda r: fmt(
+        r['many_acquire_%d' % big] / r['many_acquire_%d' % small], '.2f') + 'x')
+    row('  release per op, largest / smallest size', lambda r: fmt(
+        r['many_release_%d' % big] / r['many_release_%d' % small], '.2f') + 'x')
+    row('  %s acquires: last tenth / first tenth' % format(big, ','),
+        lambda r: fmt(r['many_growth_%d' % big], '.2f') + 'x')
+    row('  zk_lock_token(), holding %s / %s locks (us)' % (format(small, ','), format(big, ',')),
+        lambda r: '%s / %s' % (fmt(r['many_token_%d' % small] * 1e6, '.1f'),
+                               fmt(r['many_token_%d' % big] * 1e6, '.1f')))
+    row('  empty COMMIT, holding %s / %s locks (us)' % (format(small, ','), format(big, ',')),
+        lambda r: '%s / %s' % (fmt(r['many_commit_%d' % small] * 1e6, '.1f'),
+                               fmt(r['many_commit_%d' % big] * 1e6, '.1f')))
+    for n in sizes[1:]:
+        row('  memory per held lock at %s (bytes)' % format(n, ','),
+            lambda r, n=n: fmt(r['many_mem_%d' % n], '.0f'))
+        row('    of which memory contexts', lambda r, n=n: fmt(r['many_ctx_%d' % n], '.0f'))
+
+    rows.append(('many waiters: %d backends (%d per node) queued on one lock'
+                 % (CONF['waiters'], CONF['waiters'] // 2), None))
+    row('  granted in queue order', lambda r: '%d/%d' % (r['waiters_in_order'], CONF['waiters']))
+    row('  watches per waiter', lambda r: fmt(r['waiters_per_waiter'], '.2f'))
+    row('    exactly one, on its predecessor',
+        lambda r: '%d/%d' % (r['waiters_on_pred'], CONF['waiters']))
+    row('  CPU of all waiters in %.0f s of waiting (ms)' % CONF['waiter_cpu_seconds'],
+        lambda r: fmt(r['waiters_cpu_ms'], '.0f'))
+    row('  queue drain after release (grants/s)', lambda r: fmt(r['waiters_drain'], '.0f'))
+
+    rows.append(('first use in a new backend (ms)', None))
+    row('  first zklock call (loads the library)', lambda r: fmt(r['first_load'], '.2f'))
+    row('  first acquire (opens the ZooKeeper session)', lambda r: fmt(r['first_connect'], '.2f'))
+    row('  later acquire, same backend', lambda r: fmt(r['first_later'], '.2f'))
+    return cols, rows
+
+
+def render_table(res):
+    cols, rows = table_rows(res)
+    width = max(len(label) for label, vals in rows if vals is not None) + 2
+    lines = [' ' * width + ''.join('%14s' % c for c in cols)]
+    for label, vals in rows:
+        if vals is None:
+            lines.append(label)
+        else:
+            lines.append(label.ljust(width) + ''.join('%14s' % vals[c] for c in cols))
+    return '\n'.join(lines)
+
+
+# ---- machine facts ----
+
+def machine_facts(node, zks):
+    cpu = 'unknown'
+    with open('/proc/cpuinfo') as f:
+        for line in f:
+            if line.startswith('model name'):
+                cpu = line.split(':', 1)[1].strip()
+                break
+    osname = 'unknown'
+    if os.path.exists('/etc/os-release'):
+        m = re.search(r'^PRETTY_NAME="?([^"\n]*)', Path('/etc/os-release').read_text(), re.M)
+        osname = m.group(1) if m else osname
+    header = Path('/usr/include/zookeeper/zookeeper_version.h')
+    m = re.search(r'ZOO_VERSION "([^"]+)"', header.read_text()) if header.exists() else None
+    try:
+        pkg = run(['dpkg-query', '-W', '-f=${Version}', 'libzookeeper-mt2']).strip()
+    except (RuntimeError, FileNotFoundError):
+        pkg = '?'
+    mem_kb = int(re.search(r'MemTotal:\s+(\d+)', Path('/proc/meminfo').read_text()).group(1))
+    return [
+        ('CPU', '%s, %d cores' % (cpu, os.cpu_count())),
+        ('memory', '%.1f GiB' % (mem_kb / 1024 / 1024)),
+        ('kernel', platform.release()),
+        ('OS', osname),
+        ('PostgreSQL', node.value('SELECT version()')),
+        ('zklock', node.value("SELECT extversion FROM pg_extension WHERE extname = 'zklock'")
+         + ', installed ' + datetime.fromtimestamp(
+             (PGBIN.parent / 'lib' / 'zklock.so').stat().st_mtime,
+             timezone.utc).strftime('%Y-%m-%d %H:%M UTC')),
+        ('ZooKeeper server', ', '.join('%s %s' % (zk.label, zk.version) for zk in zks)),
+        ('ZooKeeper C client', '%s (libzookeeper-mt2 %s)' % (m.group(1) if m else '?', pkg)),
+    ]
+
+
+def write_results(path, table, facts, started, elapsed, load, failures):
+    notes = """\
+Every figure is the median of several rounds; each round runs every variant
+of its section once, in turn.  ZooKeeper runs on this machine with fsync on
+(`zkctl --durable`): a standalone server, and a 3-server ensemble on loopback.
+Two PostgreSQL 15 nodes, also local.  The machine is shared: treat small
+differences as noise.
+
+* **Uncontended cycle**: one session acquires and releases one lock, over and
+  over.  The bare C client (bench/zkbare.c) does the recipe with the same C
+  client, one synchronous call at a time: create, list children, delete
+  (three round trips; zklock sends the create and the listing together, two).
+  Its parent node exists beforehand, as zklock's does after first use.
+  PL/pgSQL figures are timed inside the backend; pgbench's are its tps
+  (`-t N -c 1`), so they include the round trips between pgbench and
+  PostgreSQL.  The time ratio is time per cycle of zklock over the bare
+  client's: below 1.00x zklock is faster.
+* **Contended handoff**: N backends (half on each node) or N bare client
+  threads (one ZooKeeper session each) take turns on one lock for a fixed
+  time.  Latency is from the moment a holder starts its release to the moment
+  the next holder's acquire returns, paired by fencing token; grants/s counts
+  the grants in the window.  With N=1 it is one backend's release plus its
+  next acquire.
+* **Many locks**: a new backend acquires N distinct locks, then releases them
+  one by one; "first use" names are new, so each acquire also creates the
+  lock's parent (a container, in the same round trip).  "Parents exist"
+  acquires the same names again once their parents are kept in place.
+  The largest size runs in one round only, and is not acquired again.  While
+  the N locks are held, the backend also times calls that need no ZooKeeper
+  round trip: `zk_lock_token()` and an empty COMMIT (zklock's commit
+  callback runs for every transaction); these show what each call costs per
+  lock held.  Memory is the growth of the backend's Private_Dirty
+  (smaps_rollup), and of its memory contexts, while it holds the N locks,
+  divided by N.
+* **Many waiters**: a session holds a lock while waiters, half on each node,
+  queue behind it.  Watches are read from every server with `wchc` and
+  matched to waiters by the owner of their queue node.  CPU is utime+stime
+  of all waiting backends from /proc.  Then the holder lets go: the waiters
+  must be granted in the order of their queue nodes' sequence numbers.
+* **First use**: a new backend's first zklock call loads the library (no
+  ZooKeeper session yet); its first acquire opens the ZooKeeper session."""
+    with open(path, 'w') as f:
+        f.write('# zklock benchmark results\n\n')
+        f.write('Produced by `bash bench/run.sh`%s on %s, in %.1f minutes.\n\n'
+                % (' (BENCH_QUICK=1)' if QUICK else '', started, elapsed / 60))
+        f.write('```\n%s\n```\n\n' % table)
+        f.write('## Machine\n\n')
+        for k, v in facts:
+            f.write('* %s: %s\n' % (k, v))
+        f.write('* load average (1 min) at start / end: %s\n\n' % load)
+        if failures:
+            f.write('## Measurements that failed and were repeated\n\n')
+            f.write(''.join('* %s\n' % x.replace('\n', ' ') for x in failures) + '\n')
+        f.write('## What is measured\n\n%s\n' % notes)
+
+
+# ---- main ----
+
+def main():
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--work', required=True, type=Path)
+    ap.add_argument('--zkbare', required=True)
+    ap.add_argument('--results', default=BENCH / 'RESULTS.md', type=Path)
+    args = ap.parse_args()
+
+    # SIGTERM as well as ^C: stop everything on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    zkbare = Zkbare(args.zkbare)
+    nodes = [Node(args.work, name) for name in NODES]
+    zks = [ZooKeeper(args.work, 1), ZooKeeper(args.work, 3)]
+    started = datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
+    load0 = os.getloadavg()[0]
+    t0 = time.time()
+    results = {}
+    failures = []
+    try:
+        log('== starting PostgreSQL nodes')
+        for n in nodes:
+            n.start()
+        for zk in zks:
+            log('== %s ZooKeeper' % zk.label)
+            zk.start()
+            for n in nodes:
+                n.use_zk(zk)
+            zkbare(zk, 'mkdir', BARE_ROOT)
+            t = Target(zk, zkbare, nodes)
+            r = {}
+            r.update(bench_cycles(t))
+            r.update(bench_first_use(t))
+            r.update(bench_handoff(t))
+            r.update(bench_waiters(t))
+            # Last: it leaves thousands of lock parents behind.
+            r.update(bench_many(t))
+            failures += t.failures
+            results[zk.label] = r
+            zk.stop()
+        facts = machine_facts(nodes[0], zks)
+    finally:
+        stop_children()
+        for zk in zks:
+            zk.stop()
+        for n in nodes:
+            n.stop()
+
+    table = render_table(results)
+    print(table)
+    elapsed = time.time() - t0
+    write_results(args.results, table, facts, started, elapsed,
+                  '%.2f / %.2f' % (load0, os.getloadavg()[0]), failures)
+    log('== wrote %s (%.1f minutes)' % (args.results, elapsed / 60))
+
+
+if __name__ == '__main__':
+    main()

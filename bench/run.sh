@@ -1,0 +1,52 @@
+#!/bin/bash
+# zklock's benchmark, on a fresh Debian 12 machine, as root:
+#
+#   bash bench/run.sh                  everything, about 10 minutes
+#   BENCH_QUICK=1 bash bench/run.sh    fewer rounds and sizes, for development
+#   BENCH_NO_SETUP=1 bash bench/run.sh without installing packages and
+#                                      building and installing zklock first
+#   BENCH_KEEP=1 bash bench/run.sh     keep the work directory (logs) at the end
+#
+# Installs what it needs, builds and installs zklock, builds bench/zkbare.c,
+# then bench/bench.py starts ZooKeeper (standalone, then a 3-server ensemble,
+# fsync on) and two PostgreSQL nodes, all on 127.0.0.1, prints the table and
+# writes bench/RESULTS.md.  Everything it started is stopped on exit.
+set -euo pipefail
+
+bench=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$bench/../test/setup.sh"
+
+if [ "${BENCH_NO_SETUP:-}" != 1 ]; then
+	# pgbench is part of postgresql-15; the compiler of build-essential and
+	# the client headers of libzookeeper-mt-dev build zkbare.
+	zklock_setup
+fi
+
+work=$(mktemp -d /tmp/zklock-bench.XXXXXX)
+chmod 755 "$work"
+
+# bench.py stops what it started; this is the net for when it cannot (killed
+# hard): servers are stopped by the pids they recorded.
+cleanup()
+{
+	local d
+	for d in "$work"/zk*/; do
+		[ -d "$d" ] && "$ZKLOCK_SRC/test/zk/zkctl" stop "$d" || true
+	done
+	for d in "$work"/node_*/data; do
+		if [ -f "$d/postmaster.pid" ]; then
+			runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$d" -m immediate -s stop || true
+		fi
+	done
+	if [ "${BENCH_KEEP:-}" = 1 ]; then
+		echo "== kept $work" >&2
+	else
+		rm -rf "$work"
+	fi
+}
+trap cleanup EXIT
+
+cc -O2 -Wall -Wextra -Werror -DTHREADED -o "$work/zkbare" "$bench/zkbare.c" \
+	-lzookeeper_mt -lpthread
+
+/usr/bin/python3 "$bench/bench.py" --work "$work" --zkbare "$work/zkbare"
