@@ -122,7 +122,7 @@ BEGIN
 END $$;
 
 -- Many waiters: wait for the lock, note when it came and which queue node
--- got it, let the next one have it.
+-- got it, let the next one have it, and only then write it down.
 CREATE UNLOGGED TABLE bench_queue (
   run text, znode text, token bigint, granted timestamptz);
 
@@ -131,12 +131,13 @@ RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   granted timestamptz;
+  held record;
 BEGIN
   PERFORM zk_lock_acquire(lock);
   granted := clock_timestamp();
-  INSERT INTO bench_queue
-    SELECT run, l.znode, l.token, granted FROM zk_locks l WHERE l.name = lock;
+  SELECT l.znode, l.token INTO held FROM zk_locks l WHERE l.name = lock;
   PERFORM zk_lock_release(lock);
+  INSERT INTO bench_queue VALUES (run, held.znode, held.token, granted);
 END $$;
 
 -- First use in a new backend: loading zklock (zk_session() opens no
