@@ -173,7 +173,7 @@ class ZooKeeper:
                           '--durable']).strip()
         self.ports = [int(h.rsplit(':', 1)[1]) for h in self.hosts.split(',')]
         srvr = self.flw(self.ports[0], 'srvr')
-        m = re.search(r'Zookeeper version: ([^,\s]+)', srvr)
+        m = re.search(r'Zookeeper version: ([\d.]+)', srvr)
         self.version = m.group(1) if m else 'unknown'
 
     def stop(self):
@@ -705,8 +705,8 @@ def table_rows(res):
 
     sizes = CONF['many_sizes']
     rows.append(('many locks held by one backend (ms per operation)', None))
-    for k, label in (('acquire', 'acquire, first use (creates parent)'),
-                     ('reacquire', 'acquire again, parents exist'),
+    for k, label in (('acquire', 'acquire new name (creates parent)'),
+                     ('reacquire', 'acquire again (parent exists)'),
                      ('release', 'release')):
         for n in sizes:
             once = ' (1 round)' if n in CONF['many_once'] else ''
@@ -775,10 +775,23 @@ def machine_facts(node, zks):
         osname = m.group(1) if m else osname
     header = Path('/usr/include/zookeeper/zookeeper_version.h')
     m = re.search(r'ZOO_VERSION "([^"]+)"', header.read_text()) if header.exists() else None
+    def package(name):
+        try:
+            return run(['dpkg-query', '-W', '-f=${Version}', name]).strip()
+        except (RuntimeError, FileNotFoundError):
+            return '?'
+
     try:
-        pkg = run(['dpkg-query', '-W', '-f=${Version}', 'libzookeeper-mt2']).strip()
+        commit = run(['git', '-C', SRC, 'rev-parse', '--short', 'HEAD']).strip()
     except (RuntimeError, FileNotFoundError):
-        pkg = '?'
+        commit = '?'
+    so = PGBIN.parent / 'lib' / 'zklock.so'
+    if os.environ.get('BENCH_BUILT') == '1':
+        zklock = 'built and installed from this tree (commit %s)' % commit
+    else:
+        zklock = 'as installed (zklock.so of %s; this tree is at commit %s)' % (
+            datetime.fromtimestamp(so.stat().st_mtime, timezone.utc)
+            .strftime('%Y-%m-%d %H:%M UTC'), commit)
     mem_kb = int(re.search(r'MemTotal:\s+(\d+)', Path('/proc/meminfo').read_text()).group(1))
     return [
         ('CPU', '%s, %d cores' % (cpu, os.cpu_count())),
@@ -786,12 +799,12 @@ def machine_facts(node, zks):
         ('kernel', platform.release()),
         ('OS', osname),
         ('PostgreSQL', node.value('SELECT version()')),
-        ('zklock', node.value("SELECT extversion FROM pg_extension WHERE extname = 'zklock'")
-         + ', installed ' + datetime.fromtimestamp(
-             (PGBIN.parent / 'lib' / 'zklock.so').stat().st_mtime,
-             timezone.utc).strftime('%Y-%m-%d %H:%M UTC')),
-        ('ZooKeeper server', ', '.join('%s %s' % (zk.label, zk.version) for zk in zks)),
-        ('ZooKeeper C client', '%s (libzookeeper-mt2 %s)' % (m.group(1) if m else '?', pkg)),
+        ('zklock', '%s, %s' % (node.value(
+            "SELECT extversion FROM pg_extension WHERE extname = 'zklock'"), zklock)),
+        ('ZooKeeper server', '%s (Debian zookeeper %s), fsync on'
+         % (zks[0].version, package('zookeeper'))),
+        ('ZooKeeper C client', '%s (libzookeeper-mt2 %s)'
+         % (m.group(1) if m else '?', package('libzookeeper-mt2'))),
     ]
 
 
@@ -819,9 +832,10 @@ differences as noise.
   the grants in the window.  With N=1 it is one backend's release plus its
   next acquire.
 * **Many locks**: a new backend acquires N distinct locks, then releases them
-  one by one; "first use" names are new, so each acquire also creates the
-  lock's parent (a container, in the same round trip).  "Parents exist"
-  acquires the same names again once their parents are kept in place.
+  one by one.  The names are new, so each acquire also creates the lock's
+  parent (a container, in the same round trip).  "Again" acquires the same
+  names once more, in the same backend, with their parents in place (kept
+  from being removed as empty containers by a child of their own).
   The largest size runs in one round only, and is not acquired again.  While
   the N locks are held, the backend also times calls that need no ZooKeeper
   round trip: `zk_lock_token()` and an empty COMMIT (zklock's commit
@@ -844,7 +858,10 @@ differences as noise.
         f.write('## Machine\n\n')
         for k, v in facts:
             f.write('* %s: %s\n' % (k, v))
-        f.write('* load average (1 min) at start / end: %s\n\n' % load)
+        f.write('* load average (1 min) at start / end: %s\n' % load)
+        f.write('* rounds: cycles %(cycle_rounds)d; handoff %(handoff_rounds)d, '
+                '%(handoff_seconds).0f s each; many locks %(many_rounds)d; '
+                'waiters %(waiter_rounds)d; first use %(first_use_rounds)d\n\n' % CONF)
         if failures:
             f.write('## Measurements that failed and were repeated\n\n')
             f.write(''.join('* %s\n' % x.replace('\n', ' ') for x in failures) + '\n')

@@ -20,6 +20,10 @@ if [ "${BENCH_NO_SETUP:-}" != 1 ]; then
 	# pgbench is part of postgresql-15; the compiler of build-essential and
 	# the client headers of libzookeeper-mt-dev build zkbare.
 	zklock_setup
+	# The driver's own needs.
+	zklock_packages=(python3)
+	zklock_install_packages
+	export BENCH_BUILT=1
 fi
 
 work=$(mktemp -d /tmp/zklock-bench.XXXXXX)
