@@ -14,6 +14,11 @@
 #error "zklock needs PostgreSQL 13 or later"
 #endif
 
+/* Before 14, string keys were the default and had no flag. */
+#if PG_VERSION_NUM < 140000
+#define HASH_STRINGS 0
+#endif
+
 /* InitMaterializedSRF appeared in 15; before, set the tuplestore up by hand. */
 #if PG_VERSION_NUM < 150000
 static inline void

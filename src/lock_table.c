@@ -18,6 +18,7 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
+#include "compat.h"
 #include "lock_recipe.h"
 #include "lock_table.h"
 #include "stats.h"
