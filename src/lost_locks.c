@@ -57,6 +57,8 @@ lost_locks_forget(const char *name, LockMode mode)
 		lost_in_xact = true;
 		strlcpy(lost_name, first, sizeof(lost_name));
 	}
+	if (live == 0)
+		zk_session_close_if_lost();
 	return named_lost;
 }
 

@@ -244,6 +244,23 @@ wait_connected(void)
 }
 
 /*
+ * Close a session that is lost, by expiry or by the local clock, once its
+ * locks have been written off.  Keeping a session the clock gave up on is
+ * not safe even if it comes back: its nodes would outlive the locks this
+ * backend forgot.  Closing ends it at once if the server can still hear us,
+ * else the server expires it.
+ */
+void
+zk_session_close_if_lost(void)
+{
+	if (zh != NULL && zk_session_status() == ZK_SESSION_LOST)
+	{
+		stats_session_lost();
+		close_handle();
+	}
+}
+
+/*
  * The handle to issue requests on, connected.  A lost session is replaced;
  * the caller must already have written off the locks it held (the lock
  * table notices by the generation).  Changed settings take effect here when
@@ -252,17 +269,14 @@ wait_connected(void)
 zhandle_t *
 zk_session_require(bool have_locks)
 {
+	zk_session_close_if_lost();
 	if (zh != NULL)
 	{
 		bool		settings_changed = strcmp(session_hosts, zklock_hosts) != 0 ||
 			strcmp(session_auth, zklock_auth) != 0 ||
 			session_timeout_requested != zklock_session_timeout;
 
-		bool		lost = zk_session_status() == ZK_SESSION_LOST;
-
-		if (lost)
-			stats_session_lost();
-		if (lost || (settings_changed && !have_locks))
+		if (settings_changed && !have_locks)
 			close_handle();
 	}
 	if (zh == NULL)

@@ -32,6 +32,7 @@ typedef struct ZkSessionInfo
 } ZkSessionInfo;
 
 extern zhandle_t *zk_session_require(bool have_locks);
+extern void zk_session_close_if_lost(void);
 extern const struct ACL_vector *zk_session_acl(void);
 extern ZkSessionStatus zk_session_await_verdict(void);
 extern void zk_session_describe(ZkSessionInfo *info);
