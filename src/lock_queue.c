@@ -140,10 +140,9 @@ judge(QueueNode *nodes, int n)
 			continue;
 		if (q->mode == LOCK_MODE_SEMAPHORE)
 		{
-			const char *p = strstr(q->child, "-permits");
-			int			permits = p ? atoi(p + strlen("-permits")) : 1;
+			int			permits = lock_node_permits(q->child);
 
-			q->holding = leases++ < permits;
+			q->holding = leases++ < (permits > 0 ? permits : 1);
 			lease_waits |= !q->holding;
 		}
 		else if (q->mode == LOCK_MODE_SHARED)

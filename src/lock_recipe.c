@@ -457,8 +457,8 @@ lock_node_mode(const char *name)
 }
 
 /* The permits a semaphore lease was taken with, from its name; -1 if none. */
-static int
-lease_permits(const char *name)
+int
+lock_node_permits(const char *name)
 {
 	const char *p = strstr(name, "-permits");
 
@@ -562,12 +562,12 @@ run_attempt(Attempt *a)
 			else if (seq >= 0 && seq < own_seq)
 			{
 				if (a->mode == LOCK_MODE_SEMAPHORE &&
-					lease_permits(child) != a->permits)
+					lock_node_permits(child) != a->permits)
 					ereport(ERROR,
 							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 							 errmsg("semaphore is in use with a different number of permits"),
 							 errdetail("Node \"%s/%s\" was taken with %d permits; this call asks for %d.",
-									   a->parent, child, lease_permits(child),
+									   a->parent, child, lock_node_permits(child),
 									   a->permits),
 							 errhint("Use the same permits for a semaphore everywhere.")));
 				lower++;

@@ -43,5 +43,6 @@ extern void zk_report_error(int rc, const char *action, const char *path);
 
 extern int64 lock_node_sequence(const char *name);
 extern LockMode lock_node_mode(const char *name);
+extern int	lock_node_permits(const char *name);
 
 #endif							/* ZKLOCK_LOCK_RECIPE_H */

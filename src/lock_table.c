@@ -3,8 +3,9 @@
  *	  The backend's table of the locks it holds, with their hold counts.
  *
  * One znode per lock name and mode (exclusive, shared, semaphore), however
- * often and in whichever scopes the backend holds it.  Holds are counted like pg_advisory_lock's: session holds stack
- * and are released one by one, transaction holds go at transaction end.
+ * often and in whichever scopes the backend holds it.  Holds are counted like
+ * pg_advisory_lock's: session holds stack and are released one by one,
+ * transaction holds go at transaction end.
  *
  * Unlike pg_advisory_lock, a session hold taken in a (sub)transaction that
  * aborts is undone.  Each entry keeps a stack of the holds taken in still

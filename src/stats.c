@@ -167,6 +167,14 @@ stats_init(void)
 	shmem_startup_hook = stats_shmem_startup;
 }
 
+/* Zero everything of an entry but its name. */
+static void
+clear_counts(LockStats *entry)
+{
+	memset((char *) entry + sizeof(entry->name), 0,
+		   sizeof(LockStats) - sizeof(entry->name));
+}
+
 /*
  * The entry for name, made (evicting another if full) unless shared memory
  * ran out; NULL then.  The lock is held exclusively.
@@ -202,8 +210,7 @@ entry_for(const char *name)
 	}
 	entry = hash_search(lock_stats, name, HASH_ENTER_NULL, &found);
 	if (entry != NULL)
-		memset((char *) entry + sizeof(entry->name), 0,
-			   sizeof(LockStats) - sizeof(entry->name));
+		clear_counts(entry);
 	return entry;
 }
 
@@ -388,8 +395,7 @@ zk_lock_stats_reset(PG_FUNCTION_ARGS)
 			int32		holders = e->holders;
 			int32		waiters = e->waiters;
 
-			memset((char *) e + sizeof(e->name), 0,
-				   sizeof(LockStats) - sizeof(e->name));
+			clear_counts(e);
 			e->holders = holders;
 			e->waiters = waiters;
 		}
