@@ -16,7 +16,7 @@ OBJS = \
 	src/sql_functions.o
 
 EXTENSION = zklock
-DATA = sql/zklock--1.0.sql sql/zklock--1.1.sql sql/zklock--1.0--1.1.sql
+DATA = sql/zklock--1.0.sql sql/zklock--1.2.sql sql/zklock--1.0--1.1.sql sql/zklock--1.1--1.2.sql
 PGFILEDESC = "zklock - cluster-wide locks held in Apache ZooKeeper"
 
 # The ZooKeeper C client's multi-threaded flavour: its own IO and completion

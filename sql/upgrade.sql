@@ -1,4 +1,5 @@
--- Version 1.0 updated to 1.1 has the same objects as a fresh 1.1 install.
+-- Version 1.0 updated to the current version (through every update script)
+-- has the same objects as a fresh install.
 -- Runs after cleanup has dropped the extension.
 
 -- Every member object with its definition, comment and privileges.
@@ -19,6 +20,8 @@ $$;
 CREATE EXTENSION zklock VERSION '1.0';
 SELECT extversion FROM pg_extension WHERE extname = 'zklock';
 ALTER EXTENSION zklock UPDATE TO '1.1';
+SELECT extversion FROM pg_extension WHERE extname = 'zklock';
+ALTER EXTENSION zklock UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'zklock';
 CREATE TABLE updated AS SELECT * FROM zklock_objects();
 

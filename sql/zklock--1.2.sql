@@ -1,4 +1,4 @@
-/* zklock--1.1.sql */
+/* zklock--1.2.sql */
 
 \echo Use "CREATE EXTENSION zklock" to load this file. \quit
 
