@@ -59,8 +59,8 @@ SELECT clock_timestamp() AS t0 \gset
 SELECT zk_lock_acquire('unreachable');
 SELECT clock_timestamp() - :'t0'::timestamptz < interval '3 s' AS within_timeout;
 SELECT sqlstate_of($$SELECT zk_lock_try_acquire('unreachable')$$);
--- An unresolvable host name.
-SET zklock.hosts = 'no-such-host.invalid:2181';
+-- An unresolvable host name (answered by test/zk/fakedns.c, no name server).
+SET zklock.hosts = 'gone.zklock.test:2181';
 SELECT zk_lock_acquire('unresolvable');
 SELECT * FROM my_locks;
 RESET zklock.hosts;

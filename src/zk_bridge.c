@@ -5,8 +5,23 @@
  * libzookeeper_mt runs completions and watchers on its own threads.  Those
  * must never call into PostgreSQL (no palloc, elog, SetLatch), so everything
  * they produce is copied into malloc'ed memory under bridge_mutex and the
- * backend is woken through an eventfd, which it waits on together with its
- * latch and postmaster death.
+ * backend is woken through a pipe, which it waits on together with its latch
+ * and postmaster death.
+ *
+ * Two rules keep the threads from waiting for each other for good.  The
+ * client holds its own locks while it calls our watchers and log callback
+ * (its IO thread logs from inside host name resolution, under its reconfig
+ * lock).  So: bridge_mutex is a leaf, nothing of the client is ever called
+ * while holding it; and the log callback takes no lock at all (messages go
+ * through a lock-free array).
+ *
+ * Everything counted for a handle (pending deletes, session events) belongs
+ * to its epoch.  When a handle is closed, the client may never call back
+ * what it still had queued; the epoch changes and those leftovers no longer
+ * count.  The handle itself is opened on a thread of its own, with every
+ * signal blocked, because zookeeper_init resolves host names synchronously
+ * and its threads inherit the signal mask of the thread that starts them:
+ * the backend waits for it like for any reply, cancellable.
  *
  * A request the backend gives up on (an ERROR during a wait, a timeout) is
  * finished by whichever thread sees its reply: a node it created is deleted,
@@ -18,10 +33,11 @@
 #include "postgres.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,42 +49,66 @@
 #include "compat.h"
 #include "zk_bridge.h"
 
-/* Messages queued by client threads for the backend to log. */
+/* The client threads count with these; GCC and Clang have them. */
+#if !defined(__ATOMIC_RELAXED)
+#error "zklock needs a compiler with __atomic builtins (GCC or Clang)"
+#endif
+
+/*
+ * Messages queued by client threads for the backend to log.  A thread claims
+ * a free slot with a compare-and-swap, the backend empties the slots; the
+ * sequence number restores the order.
+ */
 #define BRIDGE_MAX_MESSAGES 64
 
 typedef struct BridgeMessage
 {
+	uint64_t	seq;
 	int			elevel;
-	char	   *text;
+	char		text[FLEXIBLE_ARRAY_MEMBER];
 } BridgeMessage;
 
+static BridgeMessage *message_slots[BRIDGE_MAX_MESSAGES];
+static uint64_t message_seq;
+static uint64_t dropped_messages;
+
+/*
+ * A leaf: no function of the ZooKeeper client may be called while holding
+ * it (not even zoo_get_current_server or zoo_state, which take the client's
+ * locks), and nothing else that could wait.  The client calls our watchers
+ * while holding its own locks; a call into the client under this mutex would
+ * be a lock-order inversion that freezes the backend for good.
+ */
 static pthread_mutex_t bridge_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 /* All of these are protected by bridge_mutex. */
+static uint64_t handle_epoch;	/* of the open (or opening) handle; 0: none */
+static uint64_t last_epoch;
 static ZkSessionSnapshot session_state;
 static uint64_t watch_events;
-static BridgeMessage messages[BRIDGE_MAX_MESSAGES];
-static int	nmessages;
-static uint64_t dropped_messages;
-static int	deletes_in_flight;	/* janitor tasks that may still delete */
+static int	deletes_in_flight;	/* janitor deletes of handle_epoch */
 
 /* Backend-only. */
-static int	wake_fd = -1;
+static int	wake_read_fd = -1;
 static WaitEventSet *wait_set = NULL;
+
+/* Written once by the backend before any client thread exists. */
+static int	wake_write_fd = -1;
 
 /* A fire-and-forget cleanup running on the client threads. */
 typedef struct JanitorTask
 {
 	zhandle_t  *zh;
+	uint64_t	epoch;			/* of zh */
 	char	   *path;			/* node to delete, or parent to search */
 	char	   *tag;			/* when searching: the attempt tag */
 	bool		counted;		/* in deletes_in_flight */
 	int			watch_type;		/* when removing a watch */
 } JanitorTask;
 
-static void janitor_delete(zhandle_t *zh, const char *path);
-static void janitor_delete_tagged(zhandle_t *zh, const char *parent,
-								  const char *tag);
+static void janitor_delete(zhandle_t *zh, uint64_t epoch, const char *path);
+static void janitor_delete_tagged(zhandle_t *zh, uint64_t epoch,
+								  const char *parent, const char *tag);
 
 int64_t
 bridge_now_ms(void)
@@ -103,67 +143,89 @@ bridge_take_counts(uint64_t *counts_out)
 static void
 wake_backend(void)
 {
-	uint64_t	one = 1;
+	char		one = 1;
 	ssize_t		rc;
 
 	do
-		rc = write(wake_fd, &one, sizeof(one));
+		rc = write(wake_write_fd, &one, 1);
 	while (rc < 0 && errno == EINTR);
-	/* EAGAIN means the counter is saturated: the backend is awake anyway. */
+	/* EAGAIN means the pipe is full: the backend is awake anyway. */
 }
 
-/* Any thread: queue a line for the backend to report. */
+/* Any thread: queue a line for the backend to report.  Takes no lock. */
 static void
 queue_message(int elevel, const char *text)
 {
-	char	   *copy = strdup(text);
+	size_t		len = strlen(text);
+	BridgeMessage *m = malloc(offsetof(BridgeMessage, text) + len + 1);
 
-	pthread_mutex_lock(&bridge_mutex);
-	if (copy == NULL || nmessages == BRIDGE_MAX_MESSAGES)
+	if (m != NULL)
 	{
-		dropped_messages++;
-		free(copy);
+		m->seq = __atomic_fetch_add(&message_seq, 1, __ATOMIC_RELAXED);
+		m->elevel = elevel;
+		memcpy(m->text, text, len + 1);
+		for (int i = 0; i < BRIDGE_MAX_MESSAGES; i++)
+		{
+			BridgeMessage *expected = NULL;
+
+			if (__atomic_compare_exchange_n(&message_slots[i], &expected, m,
+											false, __ATOMIC_RELEASE,
+											__ATOMIC_RELAXED))
+				return;
+		}
+		free(m);
 	}
-	else
-	{
-		messages[nmessages].elevel = elevel;
-		messages[nmessages].text = copy;
-		nmessages++;
-	}
-	pthread_mutex_unlock(&bridge_mutex);
+	__atomic_fetch_add(&dropped_messages, 1, __ATOMIC_RELAXED);
 }
 
+/*
+ * Client threads: the client's log lines.  Called with the client's locks
+ * held (see bridge_mutex), so it must never wait for anything.
+ */
 void
 bridge_log_callback(const char *message)
 {
 	queue_message(LOG, message);
 }
 
+static int
+by_seq(const void *a, const void *b)
+{
+	uint64_t	x = (*(BridgeMessage *const *) a)->seq;
+	uint64_t	y = (*(BridgeMessage *const *) b)->seq;
+
+	return (x > y) - (x < y);
+}
+
 /* Backend: report what client threads queued. */
 void
 bridge_emit_messages(void)
 {
-	BridgeMessage local[BRIDGE_MAX_MESSAGES];
-	int			n;
+	BridgeMessage *local[BRIDGE_MAX_MESSAGES];
+	int			n = 0;
 	uint64_t	dropped;
 
-	pthread_mutex_lock(&bridge_mutex);
-	n = nmessages;
-	memcpy(local, messages, n * sizeof(BridgeMessage));
-	nmessages = 0;
-	dropped = dropped_messages;
-	dropped_messages = 0;
-	pthread_mutex_unlock(&bridge_mutex);
+	for (int i = 0; i < BRIDGE_MAX_MESSAGES; i++)
+	{
+		BridgeMessage *m = __atomic_exchange_n(&message_slots[i], NULL,
+											   __ATOMIC_ACQUIRE);
+
+		if (m != NULL)
+			local[n++] = m;
+	}
+	dropped = __atomic_exchange_n(&dropped_messages, 0, __ATOMIC_RELAXED);
+	qsort(local, n, sizeof(BridgeMessage *), by_seq);
 
 	for (int i = 0; i < n; i++)
 	{
-		char	   *text = pstrdup(local[i].text);
+		char	   *text = pstrdup(local[i]->text);
+		int			elevel = local[i]->elevel;
 		size_t		len = strlen(text);
 
-		free(local[i].text);
+		free(local[i]);
 		while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
 			text[--len] = '\0';
-		ereport(local[i].elevel,
+		ereport(elevel,
 				(errmsg_internal("zklock: %s", text)));
 	}
 	if (dropped > 0)
@@ -172,19 +234,33 @@ bridge_emit_messages(void)
 								 (unsigned long long) dropped)));
 }
 
+static void
+set_nonblock_cloexec(int fd)
+{
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0 ||
+		fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("zklock: could not set up the wake-up pipe: %m")));
+}
+
 void
 bridge_init(void)
 {
 	MemoryContext old;
+	int			fds[2];
 
 	if (wait_set != NULL)
 		return;
 
-	wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (wake_fd < 0)
+	if (pipe(fds) < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("zklock: could not create eventfd: %m")));
+				 errmsg("zklock: could not create the wake-up pipe: %m")));
+	set_nonblock_cloexec(fds[0]);
+	set_nonblock_cloexec(fds[1]);
+	wake_read_fd = fds[0];
+	wake_write_fd = fds[1];
 
 	old = MemoryContextSwitchTo(TopMemoryContext);
 #if PG_VERSION_NUM >= 170000
@@ -193,7 +269,7 @@ bridge_init(void)
 	wait_set = CreateWaitEventSet(TopMemoryContext, 3);
 #endif
 	AddWaitEventToSet(wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-	AddWaitEventToSet(wait_set, WL_SOCKET_READABLE, wake_fd, NULL, NULL);
+	AddWaitEventToSet(wait_set, WL_SOCKET_READABLE, wake_read_fd, NULL, NULL);
 	AddWaitEventToSet(wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	MemoryContextSwitchTo(old);
 }
@@ -202,7 +278,7 @@ bridge_init(void)
  * Backend: sleep until a client thread reports something, the latch is set,
  * or timeout_ms (-1: no limit) passes; then serve interrupts, so cancel,
  * statement_timeout, lock_timeout and termination all end a wait here.
- * Callers re-check their condition in a loop; the eventfd is drained only
+ * Callers re-check their condition in a loop; the pipe is drained only
  * after waking, so an event that lands between a check and the next wait
  * makes that wait return at once.
  */
@@ -222,14 +298,202 @@ void
 bridge_wait_quietly(long timeout_ms)
 {
 	WaitEvent	event;
-	uint64_t	count;
+	char		buf[64];
 
 	if (WaitEventSetWait(wait_set, timeout_ms, &event, 1, ZKLOCK_WAIT_EVENT()) > 0 &&
 		(event.events & WL_LATCH_SET))
 		ResetLatch(MyLatch);
 
-	while (read(wake_fd, &count, sizeof(count)) > 0)
+	while (read(wake_read_fd, buf, sizeof(buf)) > 0)
 		;
+}
+
+/* ---- opening a handle ---- */
+
+/*
+ * An open in progress, malloc'ed: the opening thread owns it once the
+ * backend has abandoned it.
+ */
+struct BridgeOpen
+{
+	char	   *hosts;
+	int			timeout_ms;
+	uint64_t	epoch;
+	bool		done;			/* under bridge_mutex, like abandoned */
+	bool		abandoned;
+	zhandle_t  *zh;
+	int			error;			/* errno when zh is NULL */
+};
+
+static void
+open_destroy(BridgeOpen *op)
+{
+	free(op->hosts);
+	free(op);
+}
+
+/*
+ * The opening thread.  zookeeper_init resolves the hosts (as slowly as the
+ * name server answers) and starts the client's threads, which inherit this
+ * thread's mask: every signal blocked, so that they all reach the backend.
+ */
+static void *
+open_thread(void *arg)
+{
+	BridgeOpen *op = (BridgeOpen *) arg;
+	zhandle_t  *zh;
+	int			error;
+	bool		abandoned;
+
+	errno = 0;
+	zh = zookeeper_init2(op->hosts, bridge_session_watcher, op->timeout_ms,
+						 NULL, (void *) (uintptr_t) op->epoch, 0,
+						 bridge_log_callback);
+	error = errno;
+
+	/*
+	 * Resolve again only when reconnecting, not on every pass of the IO
+	 * thread: with an unresolvable or slow name that would be a failed
+	 * look-up (and a log line) per request.
+	 */
+	if (zh != NULL)
+		zoo_set_servers_resolution_delay(zh, -1);
+
+	pthread_mutex_lock(&bridge_mutex);
+	abandoned = op->abandoned;
+	op->zh = zh;
+	op->error = error;
+	op->done = true;
+	pthread_mutex_unlock(&bridge_mutex);
+
+	if (!abandoned)
+		wake_backend();
+	else
+	{
+		if (zh != NULL)
+			zookeeper_close(zh);
+		open_destroy(op);
+	}
+	return NULL;
+}
+
+/*
+ * Backend: start opening a handle for hosts; its session events count from
+ * now on, those of any earlier handle no longer do.
+ */
+BridgeOpen *
+bridge_open_start(const char *hosts, int timeout_ms)
+{
+	BridgeOpen *op = calloc(1, sizeof(BridgeOpen));
+	pthread_attr_t attr;
+	pthread_t	thread;
+	sigset_t	all;
+	sigset_t	saved;
+	int			rc;
+
+	if (op == NULL || (op->hosts = strdup(hosts)) == NULL)
+	{
+		free(op);
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	}
+	op->timeout_ms = timeout_ms;
+
+	pthread_mutex_lock(&bridge_mutex);
+	op->epoch = handle_epoch = ++last_epoch;
+	memset(&session_state, 0, sizeof(session_state));
+	session_state.changed_at_ms = bridge_now_ms();
+	deletes_in_flight = 0;
+	pthread_mutex_unlock(&bridge_mutex);
+
+	/* Blocked only while the thread is created: it inherits the mask. */
+	sigfillset(&all);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_sigmask(SIG_SETMASK, &all, &saved);
+	rc = pthread_create(&thread, &attr, open_thread, op);
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	pthread_attr_destroy(&attr);
+
+	if (rc != 0)
+	{
+		open_destroy(op);
+		bridge_handle_closing();
+		errno = rc;
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("zklock: could not start a thread to open the ZooKeeper session: %m")));
+	}
+	return op;
+}
+
+/*
+ * Backend: the opened handle, once the opening thread is done; NULL with
+ * *error set if zookeeper_init failed.  false while still opening.
+ */
+bool
+bridge_open_finished(BridgeOpen *op, zhandle_t **zh, int *error)
+{
+	bool		done;
+
+	pthread_mutex_lock(&bridge_mutex);
+	done = op->done;
+	pthread_mutex_unlock(&bridge_mutex);
+	if (!done)
+		return false;
+	*zh = op->zh;
+	*error = op->error;
+	open_destroy(op);
+	return true;
+}
+
+/* Backend: give up on an open; the opening thread closes what it opens. */
+void
+bridge_open_abandon(BridgeOpen *op)
+{
+	bool		done;
+
+	pthread_mutex_lock(&bridge_mutex);
+	done = op->done;
+	op->abandoned = true;
+	if (handle_epoch == op->epoch)
+		handle_epoch = 0;
+	pthread_mutex_unlock(&bridge_mutex);
+
+	if (done)
+	{
+		if (op->zh != NULL)
+			zookeeper_close(op->zh);
+		open_destroy(op);
+	}
+}
+
+/*
+ * Backend, before closing the open handle: from now on nothing of it counts.
+ * The client may or may not still call back what it had queued.
+ */
+void
+bridge_handle_closing(void)
+{
+	pthread_mutex_lock(&bridge_mutex);
+	handle_epoch = 0;
+	deletes_in_flight = 0;
+	memset(&session_state, 0, sizeof(session_state));
+	session_state.changed_at_ms = bridge_now_ms();
+	pthread_mutex_unlock(&bridge_mutex);
+}
+
+/* The epoch of the open handle, to tag work issued on it. */
+static uint64_t
+current_epoch(void)
+{
+	uint64_t	epoch;
+
+	pthread_mutex_lock(&bridge_mutex);
+	epoch = handle_epoch;
+	pthread_mutex_unlock(&bridge_mutex);
+	return epoch;
 }
 
 /* ---- requests ---- */
@@ -257,6 +521,7 @@ request_new(ZkRequestKind kind, zhandle_t *zh, const char *path, const char *tag
 				 errmsg("out of memory")));
 	req->kind = kind;
 	req->zh = zh;
+	req->epoch = current_epoch();
 	return req;
 }
 
@@ -282,14 +547,14 @@ finish_abandoned(ZkRequest *req)
 			if (req->tag == NULL)
 				break;
 			if (req->rc == ZOK)
-				janitor_delete(req->zh, req->created);
+				janitor_delete(req->zh, req->epoch, req->created);
 			else if (bridge_reply_lost(req->rc))
 			{
 				/* The create may have happened: find it by its tag. */
 				char	   *slash = strrchr(req->path, '/');
 
 				*slash = '\0';
-				janitor_delete_tagged(req->zh, req->path, req->tag);
+				janitor_delete_tagged(req->zh, req->epoch, req->path, req->tag);
 			}
 			break;
 		case ZKREQ_WATCH:
@@ -335,7 +600,7 @@ create_completion(int rc, const char *value, const struct Stat *stat,
 		if (req->created == NULL)
 		{
 			/* We cannot hand the node over; do not leave it behind either. */
-			janitor_delete(req->zh, value);
+			janitor_delete(req->zh, req->epoch, value);
 			rc = ZSYSTEMERROR;
 		}
 	}
@@ -562,7 +827,8 @@ bridge_watch_events(void)
 /* ---- janitor: cleanups that outlive the backend's interest ---- */
 
 static JanitorTask *
-janitor_task(zhandle_t *zh, const char *path, const char *tag, bool counted)
+janitor_task(zhandle_t *zh, uint64_t epoch, const char *path, const char *tag,
+			 bool counted)
 {
 	JanitorTask *task = calloc(1, sizeof(JanitorTask));
 
@@ -576,11 +842,13 @@ janitor_task(zhandle_t *zh, const char *path, const char *tag, bool counted)
 		return NULL;
 	}
 	task->zh = zh;
-	task->counted = counted;
+	task->epoch = epoch;
 	if (counted)
 	{
 		pthread_mutex_lock(&bridge_mutex);
-		deletes_in_flight++;
+		task->counted = epoch == handle_epoch;
+		if (task->counted)
+			deletes_in_flight++;
 		pthread_mutex_unlock(&bridge_mutex);
 	}
 	return task;
@@ -592,7 +860,9 @@ janitor_free(JanitorTask *task)
 	if (task->counted)
 	{
 		pthread_mutex_lock(&bridge_mutex);
-		deletes_in_flight--;
+		/* Not if its handle was closed meanwhile: the count was reset. */
+		if (task->epoch == handle_epoch)
+			deletes_in_flight--;
 		pthread_mutex_unlock(&bridge_mutex);
 		wake_backend();
 	}
@@ -655,9 +925,9 @@ janitor_delete_issue(JanitorTask *task)
 }
 
 static void
-janitor_delete(zhandle_t *zh, const char *path)
+janitor_delete(zhandle_t *zh, uint64_t epoch, const char *path)
 {
-	JanitorTask *task = janitor_task(zh, path, NULL, true);
+	JanitorTask *task = janitor_task(zh, epoch, path, NULL, true);
 
 	if (task)
 		janitor_delete_issue(task);
@@ -690,7 +960,7 @@ janitor_children_done(int rc, const struct String_vector *strings, const void *d
 				continue;
 			}
 			snprintf(child, size, "%s/%s", task->path, strings->data[i]);
-			janitor_delete(task->zh, child);
+			janitor_delete(task->zh, task->epoch, child);
 			free(child);
 		}
 	}
@@ -717,26 +987,50 @@ janitor_children_issue(JanitorTask *task)
 }
 
 static void
-janitor_delete_tagged(zhandle_t *zh, const char *parent, const char *tag)
+janitor_delete_tagged(zhandle_t *zh, uint64_t epoch, const char *parent,
+					  const char *tag)
 {
-	JanitorTask *task = janitor_task(zh, parent, tag, true);
+	JanitorTask *task = janitor_task(zh, epoch, parent, tag, true);
 
 	if (task)
 		janitor_children_issue(task);
 }
 
-/* Any thread: delete a node of ours without waiting; retried across reconnects. */
+/*
+ * Backend: delete a node of the open handle's without waiting; retried
+ * across reconnects.  Allocates nothing of PostgreSQL's, so it is safe in
+ * transaction callbacks.
+ */
 void
 bridge_delete_node(zhandle_t *zh, const char *path)
 {
-	janitor_delete(zh, path);
+	janitor_delete(zh, current_epoch(), path);
 }
 
-/* Any thread: delete whatever child of parent carries tag, if any does. */
+/*
+ * Backend: delete whatever child of the node's parent carries tag, if any
+ * does (a late twin of a create whose reply was lost).
+ */
+void
+bridge_delete_sibling_tagged(zhandle_t *zh, const char *node, const char *tag)
+{
+	char	   *parent = strdup(node);
+
+	if (parent == NULL)
+	{
+		queue_message(WARNING, "out of memory while scheduling a znode cleanup; the node goes with the session");
+		return;
+	}
+	*strrchr(parent, '/') = '\0';
+	janitor_delete_tagged(zh, current_epoch(), parent, tag);
+	free(parent);
+}
+
+/* Backend: delete whatever child of parent carries tag, if any does. */
 void
 bridge_delete_tagged(zhandle_t *zh, const char *parent, const char *tag)
 {
-	janitor_delete_tagged(zh, parent, tag);
+	janitor_delete_tagged(zh, current_epoch(), parent, tag);
 }
 
 static void
@@ -762,7 +1056,7 @@ remove_watch_done(int rc, const void *data)
 void
 bridge_remove_watch(zhandle_t *zh, const char *path, int watch_type)
 {
-	JanitorTask *task = janitor_task(zh, path, NULL, false);
+	JanitorTask *task = janitor_task(zh, 0, path, NULL, false);
 
 	if (task)
 		task->watch_type = watch_type;
@@ -775,43 +1069,53 @@ bridge_remove_watch(zhandle_t *zh, const char *path, int watch_type)
 
 /* ---- session events ---- */
 
+/*
+ * Client threads: the handle's default watcher, for session events.  What
+ * it needs from the client is asked before taking bridge_mutex (see there).
+ */
 void
 bridge_session_watcher(zhandle_t *zh, int type, int state, const char *path,
 					   void *ctx)
 {
+	uint64_t	epoch = (uint64_t) (uintptr_t) ctx;
+	int64_t		session_id = 0;
+	int			timeout_ms = 0;
+	char		server[sizeof(session_state.server)] = "";
+
 	if (type != ZOO_SESSION_EVENT)
 		return;
+	if (state == ZOO_CONNECTED_STATE)
+	{
+		const clientid_t *id = zoo_client_id(zh);
+		const char *current = zoo_get_current_server(zh);
+
+		session_id = id ? id->client_id : 0;
+		timeout_ms = zoo_recv_timeout(zh);
+		snprintf(server, sizeof(server), "%s", current ? current : "");
+	}
 
 	pthread_mutex_lock(&bridge_mutex);
+	if (epoch != handle_epoch)
+	{
+		/* A handle closed or given up on: not ours to report any more. */
+		pthread_mutex_unlock(&bridge_mutex);
+		return;
+	}
 	if (state != session_state.zk_state)
 		session_state.changed_at_ms = bridge_now_ms();
 	session_state.zk_state = state;
 	session_state.events++;
 	if (state == ZOO_CONNECTED_STATE)
 	{
-		const clientid_t *id = zoo_client_id(zh);
-		const char *server = zoo_get_current_server(zh);
-
-		if (session_state.session_id != 0 && id &&
-			session_state.session_id == id->client_id)
+		if (session_state.session_id != 0 &&
+			session_state.session_id == session_id)
 			count(BRIDGE_RECONNECTS);
-		session_state.session_id = id ? id->client_id : 0;
-		session_state.timeout_ms = zoo_recv_timeout(zh);
-		snprintf(session_state.server, sizeof(session_state.server), "%s",
-				 server ? server : "");
+		session_state.session_id = session_id;
+		session_state.timeout_ms = timeout_ms;
+		memcpy(session_state.server, server, sizeof(server));
 	}
 	pthread_mutex_unlock(&bridge_mutex);
 	wake_backend();
-}
-
-/* Backend: forget the previous session before opening a new one. */
-void
-bridge_session_reset(void)
-{
-	pthread_mutex_lock(&bridge_mutex);
-	memset(&session_state, 0, sizeof(session_state));
-	session_state.changed_at_ms = bridge_now_ms();
-	pthread_mutex_unlock(&bridge_mutex);
 }
 
 void

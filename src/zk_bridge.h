@@ -26,6 +26,7 @@ typedef struct ZkRequest
 {
 	ZkRequestKind kind;
 	zhandle_t  *zh;
+	uint64_t	epoch;			/* of zh, see zk_bridge.c */
 	char	   *path;			/* the request's path */
 	char	   *tag;			/* CREATE of a lock child: attempt tag in its name */
 	bool		done;
@@ -79,6 +80,13 @@ bridge_reply_lost(int rc)
 extern void bridge_init(void);
 extern int64_t bridge_now_ms(void);
 
+/* Opening and closing the handle (backend). */
+typedef struct BridgeOpen BridgeOpen;
+extern BridgeOpen *bridge_open_start(const char *hosts, int timeout_ms);
+extern bool bridge_open_finished(BridgeOpen *op, zhandle_t **zh, int *error);
+extern void bridge_open_abandon(BridgeOpen *op);
+extern void bridge_handle_closing(void);
+
 /* Issuing requests (backend). */
 extern ZkRequest *bridge_create(zhandle_t *zh, const char *path,
 								const char *data, int datalen,
@@ -96,6 +104,8 @@ extern void bridge_abandon(ZkRequest *req);
 extern void bridge_delete_node(zhandle_t *zh, const char *path);
 extern void bridge_delete_tagged(zhandle_t *zh, const char *parent,
 								 const char *tag);
+extern void bridge_delete_sibling_tagged(zhandle_t *zh, const char *node,
+										 const char *tag);
 extern void bridge_remove_watch(zhandle_t *zh, const char *path, int watch_type);
 extern bool bridge_deletes_pending(void);
 
@@ -108,7 +118,6 @@ extern void bridge_emit_messages(void);
 /* Session events. */
 extern void bridge_session_watcher(zhandle_t *zh, int type, int state,
 								   const char *path, void *ctx);
-extern void bridge_session_reset(void);
 extern void bridge_session_snapshot(ZkSessionSnapshot *out);
 extern void bridge_log_callback(const char *message);
 

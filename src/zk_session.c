@@ -4,18 +4,17 @@
  *	  when it is lost, closed when the backend exits.
  *
  * The handle is created in the backend, never in the postmaster or _PG_init:
- * its threads would not survive fork().  All signals are blocked while the
- * client starts its threads, which inherit the mask, so SIGINT, SIGTERM,
- * SIGALRM and SIGUSR1 are always delivered to the backend's own thread.
+ * its threads would not survive fork().  It is opened on a thread that has
+ * every signal blocked, and the client's threads inherit that mask, so
+ * SIGINT, SIGTERM, SIGALRM and SIGUSR1 always reach the backend's own
+ * thread, which waits for the opening (host name resolution included) like
+ * for any reply: cancellable, and within zklock.connect_timeout.
  *
  * Closing the session in before_shmem_exit makes the server delete this
  * backend's nodes at once on a normal disconnect or pg_terminate_backend.
  * A backend that dies without running it is released by session expiry.
  */
 #include "postgres.h"
-
-#include <pthread.h>
-#include <signal.h>
 
 #include "miscadmin.h"
 #include "port.h"
@@ -55,9 +54,8 @@ close_handle(void)
 	if (old == NULL)
 		return;
 	zh = NULL;
-	/* May run pending completions on this thread; the bridge mutex is free. */
+	bridge_handle_closing();
 	zookeeper_close(old);
-	bridge_session_reset();
 }
 
 static void
@@ -134,36 +132,77 @@ check_auth_form(void)
 				 errhint("Leave it empty to use ZooKeeper without authentication.")));
 }
 
+/*
+ * ERROR for a session that could not be opened or accepted in time; the
+ * handle, if any, is closed first so that the next call starts afresh.
+ */
 static void
-open_handle(void)
+report_connect_failure(const char *detail)
 {
-	sigset_t	all;
-	sigset_t	saved;
-	int			save_errno;
+	close_handle();
+	ereport(ERROR,
+			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+			 errmsg("could not connect to ZooKeeper at \"%s\"", zklock_hosts),
+			 errdetail_internal("%s", detail),
+			 errhint("Check zklock.hosts and that the ZooKeeper servers are running.")));
+}
+
+/*
+ * Open a handle; wait until deadline for the opening thread (host names are
+ * resolved there, as slowly as the name server answers).
+ */
+static void
+open_handle(int64 deadline)
+{
+	BridgeOpen *op;
+	zhandle_t  *opened = NULL;
+	int			error = 0;
+	bool		finished = false;
 	MemoryContext old;
 
 	check_auth_form();
 	bridge_init();
-	bridge_session_reset();
 	zoo_set_debug_level((ZooLogLevel) zklock_log_level);
 
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &saved);
-	zh = zookeeper_init2(zklock_hosts, bridge_session_watcher,
-						 zklock_session_timeout, NULL, NULL, 0,
-						 bridge_log_callback);
-	save_errno = errno;
-	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	op = bridge_open_start(zklock_hosts, zklock_session_timeout);
+	PG_TRY();
+	{
+		for (;;)
+		{
+			int64		left = deadline - bridge_now_ms();
 
-	if (zh == NULL)
+			finished = bridge_open_finished(op, &opened, &error);
+			if (finished || left <= 0)
+				break;
+			bridge_wait(left);
+		}
+	}
+	PG_CATCH();
+	{
+		bridge_open_abandon(op);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (!finished)
+	{
+		bridge_open_abandon(op);
+		report_connect_failure(psprintf("Its host names did not resolve within %d ms.",
+										zklock_connect_timeout));
+	}
+	if (opened == NULL)
+	{
+		bridge_handle_closing();
 		ereport(ERROR,
 				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
 				 errmsg("could not connect to ZooKeeper at \"%s\"", zklock_hosts),
 				 errdetail("The ZooKeeper client rejected the connection string (%s).",
-						   save_errno == ENOENT ? "a host name does not resolve" :
-						   save_errno == EINVAL ? "it is malformed" :
-						   strerror(save_errno)),
-				 errhint("Check that every host in zklock.hosts resolves.")));
+						   error == ENOENT ? "no host name resolves" :
+						   error == EINVAL ? "it is malformed" :
+						   strerror(error)),
+				 errhint("Check that the hosts in zklock.hosts resolve.")));
+	}
+	zh = opened;
 
 	/* Queued by the client and sent right after every (re)connect. */
 	if (zklock_auth[0] != '\0')
@@ -173,8 +212,7 @@ open_handle(void)
 
 		if (rc != ZOK)
 		{
-			zookeeper_close(zh);
-			zh = NULL;
+			close_handle();
 			ereport(ERROR,
 					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
 					 errmsg("could not add ZooKeeper credentials: %s", zerror(rc))));
@@ -204,12 +242,10 @@ open_handle(void)
 	}
 }
 
-/* Wait for the open handle to reach a server, at most connect_timeout. */
+/* Wait for the open handle to reach a server, until deadline. */
 static void
-wait_connected(void)
+wait_connected(int64 deadline)
 {
-	int64		deadline = bridge_now_ms() + zklock_connect_timeout;
-
 	for (;;)
 	{
 		ZkSessionStatus status = zk_session_status();
@@ -234,21 +270,18 @@ wait_connected(void)
 				 errhint("Locks held by this session are uncertain until it reconnects.")));
 
 	/* Never accepted, or refused: start afresh next time. */
-	close_handle();
-	ereport(ERROR,
-			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-			 errmsg("could not connect to ZooKeeper at \"%s\"", zklock_hosts),
-			 errdetail("No server accepted a session within %d ms.",
-					   zklock_connect_timeout),
-			 errhint("Check zklock.hosts and that the ZooKeeper servers are running.")));
+	report_connect_failure(psprintf("No server accepted a session within %d ms.",
+									zklock_connect_timeout));
 }
 
 /*
- * Close a session that is lost, by expiry or by the local clock, once its
- * locks have been written off.  Keeping a session the clock gave up on is
- * not safe even if it comes back: its nodes would outlive the locks this
- * backend forgot.  Closing ends it at once if the server can still hear us,
- * else the server expires it.
+ * Close a session that is lost, by expiry or by the local clock, before its
+ * locks are written off.  Keeping a session the clock gave up on is not safe
+ * even if it comes back (a server may keep it alive past its timeout): its
+ * nodes would outlive the locks this backend forgets.  Closing ends it at
+ * once if the server can still hear us, else the server expires it.  The
+ * verdict and the close follow each other with nothing in between that could
+ * wait, so a session cannot come back after it was judged lost and stay.
  */
 void
 zk_session_close_if_lost(void)
@@ -269,6 +302,8 @@ zk_session_close_if_lost(void)
 zhandle_t *
 zk_session_require(bool have_locks)
 {
+	int64		deadline = bridge_now_ms() + zklock_connect_timeout;
+
 	zk_session_close_if_lost();
 	if (zh != NULL)
 	{
@@ -280,8 +315,8 @@ zk_session_require(bool have_locks)
 			close_handle();
 	}
 	if (zh == NULL)
-		open_handle();
-	wait_connected();
+		open_handle(deadline);
+	wait_connected(deadline);
 	return zh;
 }
 

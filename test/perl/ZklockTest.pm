@@ -11,6 +11,7 @@ use strict;
 use warnings;
 
 use Exporter 'import';
+use File::Basename qw(dirname);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -25,7 +26,7 @@ our @EXPORT = qw(
   wait_for_wait_event elapsed_since
   session send_query wait_marker zk_session_field wait_session_state
   cs_begin_sql cs_end_sql cs_waiter_sql queue_nodes
-  freeze_until_suspended finish_checks);
+  freeze_until_suspended finish_checks fakedns_lib);
 
 use constant ZK_ROOT => '/zklock_tap';
 
@@ -272,6 +273,18 @@ sub finish_checks
 	$zk->stop_proxy;
 	$zk->stop;
 	return;
+}
+
+# The LD_PRELOAD stand-in for DNS (test/zk/fakedns.c), built once per test
+# run: host names under .zklock.test resolve (or not) without a name server.
+sub fakedns_lib
+{
+	my $lib = "$PostgreSQL::Test::Utils::tmp_check/fakedns.so";
+	return $lib if -f $lib;
+	my $src = dirname(__FILE__) . '/../zk/fakedns.c';
+	system('cc', '-shared', '-fPIC', '-O2', '-Wall', '-Werror', '-o', $lib, $src, '-ldl') == 0
+	  or die "could not build $src";
+	return $lib;
 }
 
 sub elapsed_since
