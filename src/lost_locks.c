@@ -44,21 +44,24 @@ lost_locks_state(LockEntry *entry)
 bool
 lost_locks_forget(const char *name, LockMode mode)
 {
-	ZkSessionStatus status = zk_session_status();
-	uint64		live = status == ZK_SESSION_LOST ? 0 : zk_session_generation();
 	bool		named_lost = false;
 	char		first[ZKLOCK_NAME_MAX + 1];
 
+	/*
+	 * A lost session is closed before anything is written off: the WARNINGs
+	 * below can wait on a slow client, and a session that came back meanwhile
+	 * would keep the forgotten locks' nodes at the head of their queues.
+	 */
+	zk_session_close_if_lost();
 	bridge_emit_messages();
 	stats_flush();
-	if (lock_table_forget_lost(live, name, mode, &named_lost, first) > 0 &&
+	if (lock_table_forget_lost(zk_session_generation(), name, mode,
+							   &named_lost, first) > 0 &&
 		!lost_in_xact)
 	{
 		lost_in_xact = true;
 		strlcpy(lost_name, first, sizeof(lost_name));
 	}
-	if (live == 0)
-		zk_session_close_if_lost();
 	return named_lost;
 }
 
