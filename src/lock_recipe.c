@@ -56,9 +56,22 @@ const char *const lock_mode_names[] = {
 	[LOCK_MODE_SEMAPHORE] = "semaphore",
 };
 
+/*
+ * One call's acquisition: one attempt, or two for a semaphore (its gate,
+ * then its lease), which share the deadline and lock_timeout.
+ */
+typedef struct Acquisition
+{
+	int			timeout_ms;		/* -1: no limit; 0: never wait */
+	int64		deadline;		/* bridge_now_ms() when timeout_ms > 0 */
+	bool		lock_timeout_armed;
+} Acquisition;
+
 typedef struct Attempt
 {
 	zhandle_t  *zh;
+	Acquisition *acq;
+	const char *name;			/* for messages */
 	const char *parent;
 	LockMode	mode;
 	int			permits;		/* SEMAPHORE */
@@ -66,9 +79,6 @@ typedef struct Attempt
 	char		tag[ZK_TAG_LEN + 1];
 	char	   *prefix;			/* parent/_c_<tag>-<kind>- */
 	char	   *data;			/* JSON describing this backend */
-	int			timeout_ms;		/* -1: no limit; 0: never wait */
-	int64		deadline;		/* bridge_now_ms() when timeout_ms > 0 */
-	bool		lock_timeout_armed;
 
 	/* Requests in flight; each is either NULL or owned by the attempt. */
 	ZkRequest  *parent_create;
@@ -110,9 +120,9 @@ time_left(Attempt *a)
 {
 	int64		left;
 
-	if (a->timeout_ms <= 0)
+	if (a->acq->timeout_ms <= 0)
 		return -1;
-	left = a->deadline - bridge_now_ms();
+	left = a->acq->deadline - bridge_now_ms();
 	return left > 0 ? (long) left : 0;
 }
 
@@ -189,16 +199,18 @@ lock_node_sequence(const char *name)
 
 /*
  * Create every ancestor of the lock's parent that is missing, root first, in
- * one pipelined batch.  The lock's parent is a container, so the server
- * removes it once its last child is gone.
+ * one pipelined batch.  All are containers, so the server removes each once
+ * its last child is gone (zklock.root too: a lock tree nobody uses leaves
+ * nothing behind).  False if the attempt's deadline passed first.
  */
-static void
+static bool
 create_parents(Attempt *a)
 {
 	char	   *path = pstrdup(a->parent);
 	int			n = 0;
 	ZkRequest **reqs;
 	char	   *p;
+	volatile bool answered = true;
 
 	for (p = path + 1; *p; p++)
 		if (*p == '/')
@@ -214,7 +226,7 @@ create_parents(Attempt *a)
 
 			*p = '\0';
 			reqs[n++] = bridge_create(a->zh, path, "", 0, zk_session_acl(),
-									  last ? ZOO_CONTAINER : ZOO_PERSISTENT, NULL);
+									  ZOO_CONTAINER, NULL);
 			if (last)
 				break;
 			*p = '/';
@@ -223,16 +235,10 @@ create_parents(Attempt *a)
 
 	PG_TRY();
 	{
-		for (int i = 0; i < n; i++)
+		for (int i = 0; i < n && (answered = await_reply(a, reqs[i])); i++)
 		{
-			int			rc;
+			int			rc = reqs[i]->rc;
 
-			while (!bridge_done(reqs[i]))
-			{
-				bridge_wait(-1);
-				zk_session_check_alive("creating lock nodes");
-			}
-			rc = reqs[i]->rc;
 			if (rc == ZNONODE && i == 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -254,8 +260,11 @@ create_parents(Attempt *a)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	for (int i = 0; i < n; i++)
+		drop_request(&reqs[i]);
 	pfree(reqs);
 	pfree(path);
+	return answered;
 }
 
 /*
@@ -425,19 +434,23 @@ enqueue(Attempt *a)
 				return true;
 		}
 		else if (rc == ZNONODE && tries < MAX_PARENT_RETRIES)
-			create_parents(a);
+		{
+			if (!create_parents(a))
+				return false;
+		}
 		else
 			zk_report_error(rc, "create", a->prefix);
 	}
 }
 
+/* lock_timeout counts from the first wait of the whole acquisition. */
 static void
 arm_lock_timeout(Attempt *a)
 {
-	if (!a->lock_timeout_armed && LockTimeout > 0)
+	if (!a->acq->lock_timeout_armed && LockTimeout > 0)
 	{
 		enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
-		a->lock_timeout_armed = true;
+		a->acq->lock_timeout_armed = true;
 	}
 }
 
@@ -483,6 +496,26 @@ blocks(Attempt *a, const char *child)
 			return false;		/* counted instead */
 	}
 	return true;
+}
+
+/*
+ * A shared lock requested while holding the exclusive one is granted at once,
+ * before the writers that queued behind our exclusive node: they cannot get
+ * in while we read, since they wait for our exclusive node and then for our
+ * reader.  Not so for a writer that queued before the reader node: it would
+ * be let in as soon as we release the exclusive lock, while we still read,
+ * and waiting for it would mean waiting for ourselves.
+ */
+static void
+refuse_downgrade(Attempt *a, const char *writer)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
+			 errmsg("cannot acquire zklock lock \"%s\" in shared mode while holding it in exclusive mode",
+					a->name),
+			 errdetail("Another session's exclusive request (\"%s\") queued behind this session's exclusive lock: a shared lock granted now would let it in while this session still reads, and waiting for it would wait for this session itself.",
+					   writer),
+			 errhint("Take the shared lock before releasing the exclusive one only when nobody else waits, or release the exclusive lock and acquire the shared one.")));
 }
 
 /*
@@ -571,6 +604,8 @@ run_attempt(Attempt *a)
 									   a->permits),
 							 errhint("Use the same permits for a semaphore everywhere.")));
 				lower++;
+				if (a->own_writer != NULL && blocks(a, child))
+					refuse_downgrade(a, child);
 				if (blocks(a, child) && seq > pred_seq)
 				{
 					pred = child;
@@ -586,7 +621,7 @@ run_attempt(Attempt *a)
 		held = a->mode == LOCK_MODE_SEMAPHORE ? lower < a->permits : pred == NULL;
 		if (held)
 			return true;
-		if (a->timeout_ms == 0)
+		if (a->acq->timeout_ms == 0)
 			return false;
 
 		arm_lock_timeout(a);
@@ -650,12 +685,12 @@ give_up(Attempt *a)
  * QueryCancelPending, the cancel must be reported as a lock timeout.
  */
 static void
-disarm_lock_timeout(Attempt *a)
+disarm_lock_timeout(Acquisition *acq)
 {
-	if (a->lock_timeout_armed)
+	if (acq->lock_timeout_armed)
 	{
 		disable_timeout(LOCK_TIMEOUT, true);
-		a->lock_timeout_armed = false;
+		acq->lock_timeout_armed = false;
 	}
 }
 
@@ -700,18 +735,18 @@ node_data(LockMode mode, int permits)
 
 static Attempt *
 attempt_new(zhandle_t *zh, const char *parent, LockMode mode,
-			const LockRequest *req, int64 deadline)
+			const LockRequest *req, Acquisition *acq)
 {
 	Attempt    *a = palloc0(sizeof(Attempt));
 	const char *kind;
 
 	a->zh = zh;
+	a->acq = acq;
+	a->name = req->name;
 	a->parent = parent;
 	a->mode = mode;
 	a->permits = req->permits;
 	a->own_writer = req->own_writer;
-	a->timeout_ms = req->timeout_ms;
-	a->deadline = deadline;
 	zk_session_new_tag(a->tag);
 	if (mode == LOCK_MODE_SHARED)
 		kind = "__READ__";
@@ -742,12 +777,10 @@ attempt_finish(Attempt *a, HeldNode *held)
 	}
 	PG_CATCH();
 	{
-		disarm_lock_timeout(a);
 		give_up(a);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	disarm_lock_timeout(a);
 
 	if (!granted)
 	{
@@ -768,7 +801,7 @@ attempt_finish(Attempt *a, HeldNode *held)
  * try.  The gate is released as soon as the lease is held (or given up).
  */
 static bool
-acquire_semaphore(zhandle_t *zh, const LockRequest *req, int64 deadline,
+acquire_semaphore(zhandle_t *zh, const LockRequest *req, Acquisition *acq,
 				  HeldNode *held)
 {
 	char	   *leases = psprintf("%s/leases", req->parent);
@@ -777,13 +810,13 @@ acquire_semaphore(zhandle_t *zh, const LockRequest *req, int64 deadline,
 
 	if (req->timeout_ms != 0 &&
 		!attempt_finish(attempt_new(zh, psprintf("%s/locks", req->parent),
-									LOCK_MODE_EXCLUSIVE, req, deadline),
+									LOCK_MODE_EXCLUSIVE, req, acq),
 						&gate))
 		return false;
 	PG_TRY();
 	{
 		granted = attempt_finish(attempt_new(zh, leases, LOCK_MODE_SEMAPHORE,
-											 req, deadline),
+											 req, acq),
 								 held);
 	}
 	PG_FINALLY();
@@ -802,13 +835,27 @@ acquire_semaphore(zhandle_t *zh, const LockRequest *req, int64 deadline,
 bool
 lock_recipe_acquire(zhandle_t *zh, const LockRequest *req, HeldNode *held)
 {
-	int64		deadline = req->timeout_ms > 0 ?
-		bridge_now_ms() + req->timeout_ms : 0;
+	Acquisition acq = {0};
+	bool		granted;
 
-	if (req->mode == LOCK_MODE_SEMAPHORE)
-		return acquire_semaphore(zh, req, deadline, held);
-	return attempt_finish(attempt_new(zh, req->parent, req->mode, req, deadline),
-						  held);
+	acq.timeout_ms = req->timeout_ms;
+	if (req->timeout_ms > 0)
+		acq.deadline = bridge_now_ms() + req->timeout_ms;
+	PG_TRY();
+	{
+		if (req->mode == LOCK_MODE_SEMAPHORE)
+			granted = acquire_semaphore(zh, req, &acq, held);
+		else
+			granted = attempt_finish(attempt_new(zh, req->parent, req->mode,
+												 req, &acq),
+									 held);
+	}
+	PG_FINALLY();
+	{
+		disarm_lock_timeout(&acq);
+	}
+	PG_END_TRY();
+	return granted;
 }
 
 /*
@@ -825,13 +872,7 @@ lock_recipe_release(zhandle_t *zh, const char *node, const char *recheck_tag)
 {
 	bridge_delete_node(zh, node);
 	if (recheck_tag != NULL)
-	{
-		char	   *parent = pstrdup(node);
-
-		*strrchr(parent, '/') = '\0';
-		bridge_delete_tagged(zh, parent, recheck_tag);
-		pfree(parent);
-	}
+		bridge_delete_sibling_tagged(zh, node, recheck_tag);
 }
 
 /*
@@ -842,12 +883,16 @@ lock_recipe_release(zhandle_t *zh, const char *node, const char *recheck_tag)
  * Stops early when the session is not connected: the deletes are retried
  * after reconnecting, or go with the session.  Bounded by connect_timeout.
  * interruptible is false in transaction callbacks, where a wait must not
- * serve interrupts or raise anything.
+ * serve interrupts or raise anything; there the bound is also at most the
+ * session timeout, which only a superuser sets, because the backend cannot
+ * be cancelled while it waits there.
  */
 void
 lock_recipe_await_releases(bool interruptible)
 {
-	int64		deadline = bridge_now_ms() + zklock_connect_timeout;
+	int			limit_ms = interruptible ? zklock_connect_timeout :
+		Min(zklock_connect_timeout, zklock_session_timeout);
+	int64		deadline = bridge_now_ms() + limit_ms;
 
 	while (bridge_deletes_pending() &&
 		   zk_session_status() == ZK_SESSION_CONNECTED)

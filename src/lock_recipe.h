@@ -19,6 +19,7 @@ extern const char *const lock_mode_names[];
 /* What to acquire. */
 typedef struct LockRequest
 {
+	const char *name;			/* the lock's name, for messages */
 	const char *parent;			/* the lock's parent znode */
 	LockMode	mode;
 	int			permits;		/* SEMAPHORE: holders allowed at once */

@@ -73,8 +73,9 @@ timeout_arg(FunctionCallInfo fcinfo, int argno)
 /*
  * Acquire, or add a hold on, the lock called name in mode.  A shared lock
  * taken by a backend that holds the exclusive one is granted at once (like
- * Curator's read lock inside its write lock); the reverse would wait for
- * itself forever, so it is an error.
+ * Curator's read lock inside its write lock) unless another session's writer
+ * queued in between (see lock_recipe.c); the reverse would wait for itself
+ * forever, so it is an error.
  */
 static bool
 acquire(const char *name, LockMode mode, int permits, LockScope scope,
@@ -112,6 +113,7 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 
 	zh = zk_session_require(lock_table_count() > 0);
 	generation = zk_session_generation();
+	req.name = name;
 	req.parent = zklock_parent_path(name);
 	req.mode = mode;
 	req.permits = permits;
