@@ -12,6 +12,7 @@ OBJS = \
 	src/xact_hooks.o \
 	src/lost_locks.o \
 	src/lock_queue.o \
+	src/node_info.o \
 	src/stats.o \
 	src/sql_functions.o
 

@@ -1,3 +1,60 @@
 /* zklock--1.1--1.2.sql */
 
 \echo Use "ALTER EXTENSION zklock UPDATE TO '1.2'" to load this file. \quit
+
+-- zk_lock_holders is written in C now, reading each node's data without
+-- trusting it, and shows whom each waiter waits for (blocked_by).
+DROP VIEW zk_cluster_locks;
+DROP FUNCTION zk_lock_holders();
+DROP FUNCTION zk_lock_holders(text);
+
+CREATE FUNCTION zk_lock_holders(
+    name text,
+    OUT lock_name text,
+    OUT "position" integer,
+    OUT mode text,
+    OUT holding boolean,
+    OUT cluster_name text,
+    OUT host_port text,
+    OUT pid integer,
+    OUT database text,
+    OUT usename text,
+    OUT application_name text,
+    OUT requested_at timestamptz,
+    OUT token bigint,
+    OUT znode text,
+    OUT blocked_by text[])
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_lock_holders'
+LANGUAGE C VOLATILE PARALLEL UNSAFE CALLED ON NULL INPUT;
+
+COMMENT ON FUNCTION zk_lock_holders(text) IS
+'every holder and waiter of a lock (NULL: of every lock below zklock.root), cluster-wide, in queue order, with whom each waiter waits for';
+
+CREATE FUNCTION zk_lock_holders(
+    OUT lock_name text,
+    OUT "position" integer,
+    OUT mode text,
+    OUT holding boolean,
+    OUT cluster_name text,
+    OUT host_port text,
+    OUT pid integer,
+    OUT database text,
+    OUT usename text,
+    OUT application_name text,
+    OUT requested_at timestamptz,
+    OUT token bigint,
+    OUT znode text,
+    OUT blocked_by text[])
+RETURNS SETOF record
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+AS $$ SELECT * FROM @extschema@.zk_lock_holders(NULL::text) $$;
+
+COMMENT ON FUNCTION zk_lock_holders() IS
+'every holder and waiter of every lock below zklock.root, cluster-wide';
+
+CREATE VIEW zk_cluster_locks AS SELECT * FROM @extschema@.zk_lock_holders();
+
+COMMENT ON VIEW zk_cluster_locks IS
+'every holder and waiter of every lock below zklock.root, cluster-wide, in queue order';
+

@@ -152,20 +152,14 @@ CREATE FUNCTION zk_lock_holders(
     OUT application_name text,
     OUT requested_at timestamptz,
     OUT token bigint,
-    OUT znode text)
+    OUT znode text,
+    OUT blocked_by text[])
 RETURNS SETOF record
-LANGUAGE sql VOLATILE PARALLEL UNSAFE
-AS $$
-    SELECT q.lock_name, q.position, q.mode, q.holding,
-           i->>'cluster_name', (i->>'host') || ':' || (i->>'port'),
-           (i->>'pid')::integer, i->>'database', i->>'user',
-           i->>'application_name', (i->>'requested_at')::timestamptz,
-           q.token, q.znode
-    FROM @extschema@.zk_lock_queue(name) AS q, LATERAL (SELECT q.info::jsonb AS i) AS j
-$$;
+AS 'MODULE_PATHNAME', 'zk_lock_holders'
+LANGUAGE C VOLATILE PARALLEL UNSAFE CALLED ON NULL INPUT;
 
 COMMENT ON FUNCTION zk_lock_holders(text) IS
-'every holder and waiter of a lock (NULL: of every lock below zklock.root), cluster-wide, in queue order';
+'every holder and waiter of a lock (NULL: of every lock below zklock.root), cluster-wide, in queue order, with whom each waiter waits for';
 
 CREATE FUNCTION zk_lock_holders(
     OUT lock_name text,
@@ -180,7 +174,8 @@ CREATE FUNCTION zk_lock_holders(
     OUT application_name text,
     OUT requested_at timestamptz,
     OUT token bigint,
-    OUT znode text)
+    OUT znode text,
+    OUT blocked_by text[])
 RETURNS SETOF record
 LANGUAGE sql VOLATILE PARALLEL UNSAFE
 AS $$ SELECT * FROM @extschema@.zk_lock_holders(NULL::text) $$;

@@ -43,16 +43,28 @@ InitMaterializedSRF(FunctionCallInfo fcinfo, bits32 flags)
 }
 #endif
 
-/* A JSON lexer over a C string: 17 takes the context to fill. */
+/*
+ * A JSON lexer over len bytes that resolves escapes (so that \u0000 fails,
+ * as for jsonb); 17 takes the context to fill.
+ */
 static inline JsonLexContext *
-zk_json_lexer(const char *json, int encoding)
+zk_json_lexer(const char *json, int len, int encoding)
 {
 #if PG_VERSION_NUM >= 170000
-	return makeJsonLexContextCstringLen(NULL, json, strlen(json), encoding, false);
+	return makeJsonLexContextCstringLen(NULL, json, len, encoding, true);
 #else
-	return makeJsonLexContextCstringLen((char *) json, strlen(json), encoding, false);
+	return makeJsonLexContextCstringLen((char *) json, len, encoding, true);
 #endif
 }
+
+/* Semantic actions return a result from 16 on. */
+#if PG_VERSION_NUM >= 160000
+#define ZK_JSON_ACTION_RESULT JsonParseErrorType
+#define ZK_JSON_ACTION_OK return JSON_SUCCESS
+#else
+#define ZK_JSON_ACTION_RESULT void
+#define ZK_JSON_ACTION_OK return
+#endif
 
 /*
  * The wait event zklock's waits show in pg_stat_activity: from 17 on a

@@ -1,20 +1,23 @@
 /*
  * lock_queue.c
- *	  Reading a lock's queue from ZooKeeper: who holds it and who waits, for
- *	  zk_lock_holders, from whichever node and client they are.
+ *	  Reading a lock's queue from ZooKeeper: who holds it, who waits and for
+ *	  whom, for zk_lock_queue and zk_lock_holders, from whichever PostgreSQL
+ *	  node and client they are.
  *
  * The queue is listed, then every node's data (the JSON zklock stores, or
  * whatever another client stored) and czxid are read in one pipelined batch.
  * It is a snapshot: nodes come and go between the two steps, and those that
- * went are left out.  Whether a node holds is judged the way its owner does
- * (see lock_recipe.c), from the names alone.
+ * went are left out.  Whether a node holds, and which nodes it waits for, is
+ * judged the way its owner judges (lock_node_blocks), from the names alone.
+ * Every wait is bounded by zklock.connect_timeout.
  */
 #include "postgres.h"
 
-#include "common/jsonapi.h"
+#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/tuplestore.h"
 
@@ -23,40 +26,55 @@
 #include "lock_name.h"
 #include "lock_recipe.h"
 #include "lock_table.h"
+#include "node_info.h"
 #include "zk_bridge.h"
 #include "zk_session.h"
 
 PG_FUNCTION_INFO_V1(zk_lock_queue);
-
-#define ZK_LOCK_QUEUE_COLS 7
+PG_FUNCTION_INFO_V1(zk_lock_holders);
 
 typedef struct QueueNode
 {
-	char	   *child;			/* name below its parent */
+	char	   *child;			/* full path */
 	int64		seq;
 	LockMode	mode;
 	bool		gate;			/* a semaphore waiter's place in <name>/locks */
+	bool		hidden;			/* a gate node whose waiter's lease is listed */
 	bool		holding;
+	int			nblockers;		/* the nodes it waits for, lower in the queue */
+	int		   *blockers;
 	ZkRequest  *get;
+	bool		gone;			/* deleted before it could be read */
+	int64		czxid;
+	char	   *data;
+	int			data_len;
+	NodeInfo	info;
 } QueueNode;
 
-/* Requests this call still owns, to abandon on ERROR. */
+/* One call's reading; requests it still owns are abandoned on ERROR. */
 typedef struct QueueRead
 {
 	zhandle_t  *zh;
-	ZkRequest  *pending[2];		/* listing of the root, of a parent */
+	int64		deadline;
+	ZkRequest  *listing;
 	QueueNode  *nodes;
 	int			nnodes;
+	int			maxnodes;
 } QueueRead;
 
+/* What one row of a function shows of a node. */
+typedef void (*QueueRowEmitter) (QueueRead *r, const char *name, int i,
+								 int position, ReturnSetInfo *rsinfo);
+
 static void
-await_request(ZkRequest *req)
+await_request(QueueRead *r, ZkRequest *req)
 {
-	while (!bridge_done(req))
-	{
-		bridge_wait(-1);
-		zk_session_check_alive("reading a lock queue");
-	}
+	if (!zk_session_await(req, r->deadline, "reading a lock queue"))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("ZooKeeper did not answer within %d ms while reading a lock queue",
+						zklock_connect_timeout),
+				 errhint("The session may be disconnected; see zk_session().")));
 }
 
 static int
@@ -70,12 +88,12 @@ by_sequence(const void *a, const void *b)
 
 /* List parent's sequential children into r->nodes; ZNONODE lists nothing. */
 static void
-list_children(QueueRead *r, const char *parent, bool gate, int *maxnodes)
+list_children(QueueRead *r, const char *parent, bool gate)
 {
 	ZkRequest  *req = bridge_get_children(r->zh, parent);
 
-	r->pending[1] = req;
-	await_request(req);
+	r->listing = req;
+	await_request(r, req);
 	if (req->rc != ZOK && req->rc != ZNONODE)
 		zk_report_error(req->rc, "list children of", parent);
 	for (int i = 0; req->rc == ZOK && i < req->nchildren; i++)
@@ -86,10 +104,10 @@ list_children(QueueRead *r, const char *parent, bool gate, int *maxnodes)
 
 		if (seq < 0)
 			continue;
-		if (r->nnodes == *maxnodes)
+		if (r->nnodes == r->maxnodes)
 		{
-			*maxnodes *= 2;
-			r->nodes = repalloc(r->nodes, *maxnodes * sizeof(QueueNode));
+			r->maxnodes *= 2;
+			r->nodes = repalloc(r->nodes, r->maxnodes * sizeof(QueueNode));
 		}
 		n = &r->nodes[r->nnodes++];
 		memset(n, 0, sizeof(*n));
@@ -99,141 +117,106 @@ list_children(QueueRead *r, const char *parent, bool gate, int *maxnodes)
 		n->gate = gate;
 	}
 	bridge_free(req);
-	r->pending[1] = NULL;
+	r->listing = NULL;
+}
+
+/* Node j, lower than q (node i), blocks q: at most i of them. */
+static void
+add_blocker(QueueNode *q, int i, int j)
+{
+	if (q->blockers == NULL)
+		q->blockers = palloc(sizeof(int) * i);
+	q->blockers[q->nblockers++] = j;
 }
 
 /*
- * Does a writer below reader i block it?  Not one of the same zklock session:
- * a backend that holds the exclusive lock may take the shared one too.  The
- * session part of a zklock node's tag is its first ZK_TAG_SESSION_LEN bytes.
+ * Who holds, and whom each waiter waits for, judged from the sorted queue as
+ * each owner judges it.  nleases: how many of the nodes are a semaphore's
+ * leases (the rest are its gate); -1 for a lock.
  */
-static bool
-blocked_by_writer(QueueNode *nodes, int i)
-{
-	const char *mine = strstr(nodes[i].child, "/_c_");
-
-	for (int j = 0; j < i; j++)
-	{
-		const char *theirs = strstr(nodes[j].child, "/_c_");
-
-		if (nodes[j].mode == LOCK_MODE_SHARED)
-			continue;
-		if (mine == NULL || theirs == NULL ||
-			strncmp(mine, theirs, 4 + ZK_TAG_SESSION_LEN) != 0)
-			return true;
-	}
-	return false;
-}
-
-/* Who holds, judged from the sorted queue as each owner judges it. */
 static void
-judge(QueueNode *nodes, int n)
+judge(QueueNode *nodes, int n, int nleases)
 {
-	int			leases = 0;
 	bool		lease_waits = false;
 
 	for (int i = 0; i < n; i++)
 	{
 		QueueNode  *q = &nodes[i];
 
-		if (q->gate)
-			continue;
-		if (q->mode == LOCK_MODE_SEMAPHORE)
+		if (nleases < 0)
+		{
+			for (int j = 0; j < i; j++)
+				if (lock_node_blocks(q->mode, q->child, nodes[j].child))
+					add_blocker(q, i, j);
+			q->holding = q->nblockers == 0;
+		}
+		else if (i < nleases)
 		{
 			int			permits = lock_node_permits(q->child);
 
-			q->holding = leases++ < (permits > 0 ? permits : 1);
+			q->holding = i < (permits > 0 ? permits : 1);
 			lease_waits |= !q->holding;
+			for (int j = 0; !q->holding && j < i; j++)
+				add_blocker(q, i, j);
 		}
-		else if (q->mode == LOCK_MODE_SHARED)
-			q->holding = !blocked_by_writer(nodes, i);
 		else
-			q->holding = i == 0;
-	}
-	/* The first gate node belongs to the waiter whose lease is listed. */
-	for (int i = 0; lease_waits && i < n; i++)
-		if (nodes[i].gate)
 		{
-			nodes[i].seq = -1;
-			break;
+			/* The head of the gate waits as its lease, listed above. */
+			if (i == nleases && lease_waits)
+				q->hidden = true;
+			for (int j = nleases; j < i; j++)
+				add_blocker(q, i, j);
 		}
+	}
 }
 
-static bool
-is_json_object(const char *data)
-{
-	JsonLexContext *lex;
-
-	if (data[0] != '{')
-		return false;
-	lex = zk_json_lexer(data, GetDatabaseEncoding());
-	return pg_parse_json(lex, &nullSemAction) == JSON_SUCCESS;
-}
-
+/*
+ * Read the queue of the lock whose parent is parent into r->nodes, with
+ * every node's data.  A semaphore's queue is its leases, then the waiters at
+ * its gate.
+ */
 static void
-emit_queue(QueueRead *r, const char *name, const char *parent,
-		   Tuplestorestate *store, TupleDesc desc)
+read_queue(QueueRead *r, const char *parent)
 {
-	int			maxnodes = 16;
-	int			position = 0;
+	int			nleases = -1;
 
-	r->nodes = palloc(maxnodes * sizeof(QueueNode));
+	r->maxnodes = 16;
+	r->nodes = palloc(r->maxnodes * sizeof(QueueNode));
 	r->nnodes = 0;
-	list_children(r, parent, false, &maxnodes);
-	/* A semaphore's queue: leases, then the waiters at its gate. */
+	list_children(r, parent, false);
 	if (r->nnodes == 0)
 	{
-		char	   *leases = psprintf("%s/leases", parent);
-		char	   *locks = psprintf("%s/locks", parent);
-
-		list_children(r, leases, false, &maxnodes);
+		list_children(r, psprintf("%s/leases", parent), false);
 		if (r->nnodes > 0)
 		{
-			int			nleases = r->nnodes;
-
-			list_children(r, locks, true, &maxnodes);
-			qsort(r->nodes, nleases, sizeof(QueueNode), by_sequence);
+			nleases = r->nnodes;
+			list_children(r, psprintf("%s/locks", parent), true);
 			qsort(r->nodes + nleases, r->nnodes - nleases, sizeof(QueueNode),
 				  by_sequence);
 		}
 	}
-	else
-		qsort(r->nodes, r->nnodes, sizeof(QueueNode), by_sequence);
-	judge(r->nodes, r->nnodes);
+	qsort(r->nodes, nleases >= 0 ? nleases : r->nnodes, sizeof(QueueNode),
+		  by_sequence);
+	judge(r->nodes, r->nnodes, nleases);
 
 	for (int i = 0; i < r->nnodes; i++)
-		if (r->nodes[i].seq >= 0)
-			r->nodes[i].get = bridge_get(r->zh, r->nodes[i].child);
-
+		r->nodes[i].get = bridge_get(r->zh, r->nodes[i].child);
 	for (int i = 0; i < r->nnodes; i++)
 	{
 		QueueNode  *q = &r->nodes[i];
-		Datum		values[ZK_LOCK_QUEUE_COLS];
-		bool		nulls[ZK_LOCK_QUEUE_COLS] = {0};
 
-		if (q->get == NULL)
-			continue;
-		await_request(q->get);
+		await_request(r, q->get);
 		if (q->get->rc == ZNONODE)
-		{
-			bridge_free(q->get);
-			q->get = NULL;
-			continue;
-		}
-		if (q->get->rc != ZOK)
+			q->gone = true;
+		else if (q->get->rc != ZOK)
 			zk_report_error(q->get->rc, "read", q->child);
-
-		values[0] = CStringGetTextDatum(name);
-		values[1] = Int32GetDatum(++position);
-		values[2] = CStringGetTextDatum(lock_mode_names[q->mode]);
-		values[3] = BoolGetDatum(q->holding);
-		values[4] = Int64GetDatum(q->get->czxid);
-		values[5] = CStringGetTextDatum(q->child);
-		if (is_json_object(q->get->data))
-			values[6] = CStringGetTextDatum(q->get->data);
 		else
-			nulls[6] = true;
-		tuplestore_putvalues(store, desc, values, nulls);
+		{
+			q->czxid = q->get->czxid;
+			q->data = pstrdup(q->get->data);
+			q->data_len = q->get->data_len;
+			node_info_parse(q->data, q->data_len, &q->info);
+		}
 		bridge_free(q->get);
 		q->get = NULL;
 	}
@@ -242,26 +225,56 @@ emit_queue(QueueRead *r, const char *name, const char *parent,
 static void
 abandon_all(QueueRead *r)
 {
-	for (int i = 0; i < (int) lengthof(r->pending); i++)
-		if (r->pending[i])
-			bridge_abandon(r->pending[i]);
+	if (r->listing)
+		bridge_abandon(r->listing);
 	for (int i = 0; i < r->nnodes; i++)
 		if (r->nodes[i].get)
 			bridge_abandon(r->nodes[i].get);
 }
 
+/* Emit a row for every node of the lock's queue that is still there. */
+static void
+emit_queue(QueueRead *r, const char *name, const char *parent,
+		   QueueRowEmitter emit, ReturnSetInfo *rsinfo)
+{
+	int			position = 0;
+
+	read_queue(r, parent);
+	for (int i = 0; i < r->nnodes; i++)
+		if (!r->nodes[i].gone && !r->nodes[i].hidden)
+			emit(r, name, i, ++position, rsinfo);
+}
+
 /*
- * zk_lock_queue(name text): the queue of one lock; with NULL, of every lock
- * below zklock.root.
+ * The name a child of zklock.root stands for, as text of this database; a
+ * name another server wrote in an encoding this one cannot read is shown as
+ * its encoded node name.
  */
-Datum
-zk_lock_queue(PG_FUNCTION_ARGS)
+static char *
+listed_name(const char *encoded)
+{
+	char	   *name = zklock_decode_name(encoded);
+
+	if (name == NULL)
+		return NULL;
+	if (!pg_verifymbstr(name, strlen(name), true))
+		return pstrdup(encoded);
+	return name;
+}
+
+/*
+ * The queue of the lock named by the first argument, or with NULL of every
+ * lock below zklock.root, one row per node.
+ */
+static void
+emit_queues(FunctionCallInfo fcinfo, QueueRowEmitter emit)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	QueueRead	r = {0};
 
 	InitMaterializedSRF(fcinfo, 0);
 	r.zh = zk_session_require(lock_table_count() > 0);
+	r.deadline = bridge_now_ms() + zklock_connect_timeout;
 
 	PG_TRY();
 	{
@@ -270,27 +283,33 @@ zk_lock_queue(PG_FUNCTION_ARGS)
 			char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 
 			zklock_check_name(name);
-			emit_queue(&r, name, zklock_parent_path(name),
-					   rsinfo->setResult, rsinfo->setDesc);
+			emit_queue(&r, name, zklock_parent_path(name), emit, rsinfo);
 		}
 		else
 		{
 			ZkRequest  *req = bridge_get_children(r.zh, zklock_root);
+			int			n;
+			char	  **locks;
 
-			r.pending[0] = req;
-			await_request(req);
+			r.listing = req;
+			await_request(&r, req);
 			if (req->rc != ZOK && req->rc != ZNONODE)
 				zk_report_error(req->rc, "list children of", zklock_root);
-			for (int i = 0; req->rc == ZOK && i < req->nchildren; i++)
+			n = req->rc == ZOK ? req->nchildren : 0;
+			locks = palloc(sizeof(char *) * (n + 1));
+			for (int i = 0; i < n; i++)
+				locks[i] = pstrdup(req->children[i]);
+			bridge_free(req);
+			r.listing = NULL;
+
+			for (int i = 0; i < n; i++)
 			{
-				char	   *name = zklock_decode_name(req->children[i]);
+				char	   *name = listed_name(locks[i]);
 
 				if (name != NULL)
-					emit_queue(&r, name, zklock_parent_path(name),
-							   rsinfo->setResult, rsinfo->setDesc);
+					emit_queue(&r, name, psprintf("%s/%s", zklock_root, locks[i]),
+							   emit, rsinfo);
 			}
-			bridge_free(req);
-			r.pending[0] = NULL;
 		}
 	}
 	PG_CATCH();
@@ -299,5 +318,134 @@ zk_lock_queue(PG_FUNCTION_ARGS)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+}
+
+/* ---- zk_lock_queue ---- */
+
+#define ZK_LOCK_QUEUE_COLS 7
+
+static void
+emit_raw_row(QueueRead *r, const char *name, int i, int position,
+			 ReturnSetInfo *rsinfo)
+{
+	QueueNode  *q = &r->nodes[i];
+	Datum		values[ZK_LOCK_QUEUE_COLS];
+	bool		nulls[ZK_LOCK_QUEUE_COLS] = {0};
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = Int32GetDatum(position);
+	values[2] = CStringGetTextDatum(lock_mode_names[q->mode]);
+	values[3] = BoolGetDatum(q->holding);
+	values[4] = Int64GetDatum(q->czxid);
+	values[5] = CStringGetTextDatum(q->child);
+	/* Only what any role could cast to jsonb. */
+	if (q->info.valid)
+		values[6] = CStringGetTextDatum(q->data);
+	else
+		nulls[6] = true;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
+ * zk_lock_queue(name text): the raw queue of a lock; with NULL, of every
+ * lock below zklock.root.
+ */
+Datum
+zk_lock_queue(PG_FUNCTION_ARGS)
+{
+	emit_queues(fcinfo, emit_raw_row);
+	return (Datum) 0;
+}
+
+/* ---- zk_lock_holders ---- */
+
+#define ZK_LOCK_HOLDERS_COLS 14
+
+/* How a node's owner is named: "<node>/<pid>", else the node's own name. */
+static char *
+owner_of(QueueNode *q)
+{
+	char	   *owner = node_info_owner(&q->info);
+
+	return owner ? owner : pstrdup(strrchr(q->child, '/') + 1);
+}
+
+/* The owners a waiter waits for, each once, in queue order. */
+static Datum
+blocked_by(QueueRead *r, QueueNode *q)
+{
+	Datum	   *owners = palloc(sizeof(Datum) * (q->nblockers + 1));
+	char	  **seen = palloc(sizeof(char *) * (q->nblockers + 1));
+	int			n = 0;
+
+	for (int k = 0; k < q->nblockers; k++)
+	{
+		QueueNode  *b = &r->nodes[q->blockers[k]];
+		char	   *owner;
+		bool		dup = false;
+
+		if (b->gone)
+			continue;
+		owner = owner_of(b);
+		for (int m = 0; m < n && !dup; m++)
+			dup = strcmp(seen[m], owner) == 0;
+		if (dup)
+			continue;
+		seen[n] = owner;
+		owners[n++] = CStringGetTextDatum(owner);
+	}
+	return PointerGetDatum(construct_array(owners, n, TEXTOID, -1, false,
+										   TYPALIGN_INT));
+}
+
+static void
+set_text(Datum *values, bool *nulls, int col, const char *text)
+{
+	if (text != NULL)
+		values[col] = CStringGetTextDatum(text);
+	else
+		nulls[col] = true;
+}
+
+static void
+emit_holder_row(QueueRead *r, const char *name, int i, int position,
+				ReturnSetInfo *rsinfo)
+{
+	QueueNode  *q = &r->nodes[i];
+	NodeInfo   *info = &q->info;
+	Datum		values[ZK_LOCK_HOLDERS_COLS];
+	bool		nulls[ZK_LOCK_HOLDERS_COLS] = {0};
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = Int32GetDatum(position);
+	values[2] = CStringGetTextDatum(lock_mode_names[q->mode]);
+	values[3] = BoolGetDatum(q->holding);
+	set_text(values, nulls, 4, info->cluster_name);
+	set_text(values, nulls, 5, info->host && info->has_port ?
+			 psprintf("%s:%d", info->host, info->port) : NULL);
+	values[6] = Int32GetDatum(info->pid);
+	nulls[6] = !info->has_pid;
+	set_text(values, nulls, 7, info->database);
+	set_text(values, nulls, 8, info->user);
+	set_text(values, nulls, 9, info->application_name);
+	values[10] = TimestampTzGetDatum(info->requested_at);
+	nulls[10] = !info->has_requested_at;
+	values[11] = Int64GetDatum(q->czxid);
+	values[12] = CStringGetTextDatum(q->child);
+	if (q->holding)
+		nulls[13] = true;
+	else
+		values[13] = blocked_by(r, q);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
+ * zk_lock_holders(name text): every holder and waiter of a lock (NULL: of
+ * every lock below zklock.root) with who they are, read from their nodes.
+ */
+Datum
+zk_lock_holders(PG_FUNCTION_ARGS)
+{
+	emit_queues(fcinfo, emit_holder_row);
 	return (Datum) 0;
 }

@@ -24,23 +24,18 @@
  */
 #include "postgres.h"
 
-#include <unistd.h>
+#include <ctype.h>
 
-#include "commands/dbcommands.h"
 #include "common/hashfn.h"
-#include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "postmaster/postmaster.h"
 #include "storage/proc.h"
-#include "utils/guc.h"
 #include "utils/hsearch.h"
-#include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/timeout.h"
-#include "utils/timestamp.h"
 
 #include "guc.h"
 #include "lock_recipe.h"
+#include "node_info.h"
 #include "zk_bridge.h"
 #include "zk_session.h"
 
@@ -63,7 +58,7 @@ const char *const lock_mode_names[] = {
 typedef struct Acquisition
 {
 	int			timeout_ms;		/* -1: no limit; 0: never wait */
-	int64		deadline;		/* bridge_now_ms() when timeout_ms > 0 */
+	int64		deadline;		/* bridge_now_ms() when timeout_ms > 0, else 0 */
 	bool		lock_timeout_armed;
 } Acquisition;
 
@@ -120,30 +115,17 @@ time_left(Attempt *a)
 {
 	int64		left;
 
-	if (a->acq->timeout_ms <= 0)
+	if (a->acq->deadline == 0)
 		return -1;
 	left = a->acq->deadline - bridge_now_ms();
 	return left > 0 ? (long) left : 0;
 }
 
-/*
- * Wait for a request's reply.  False when the attempt's deadline passed first.
- * Requests never wait on their own while the client reconnects, so a lost
- * session has to be noticed here.
- */
+/* Wait for a request's reply.  False when the attempt's deadline passed first. */
 static bool
 await_reply(Attempt *a, ZkRequest *req)
 {
-	while (!bridge_done(req))
-	{
-		long		left = time_left(a);
-
-		if (left == 0)
-			return false;
-		bridge_wait(left);
-		zk_session_check_alive("acquiring a lock");
-	}
-	return true;
+	return zk_session_await(req, a->acq->deadline, "acquiring a lock");
 }
 
 /* Wait until the session is connected again after a lost reply. */
@@ -478,22 +460,60 @@ lock_node_permits(const char *name)
 	return p ? atoi(p + strlen("-permits")) : -1;
 }
 
-/* Does child, lower than ours, keep us from holding? */
-static bool
-blocks(Attempt *a, const char *child)
+/*
+ * The part of a lock node's name that all nodes of one zklock backend's
+ * ZooKeeper session share: "_c_" and the session part of the attempt tag.
+ * Copied into key (ZK_SESSION_KEY_LEN + 1 bytes); false for a name of another
+ * shape (Kazoo's, say).  Curator's protected names have the same shape with
+ * a random UUID, which no zklock session shares.
+ */
+bool
+lock_node_session_key(const char *name, char *key)
 {
-	switch (a->mode)
+	const char *p = strrchr(name, '/');
+
+	p = p ? p + 1 : name;
+	if (strncmp(p, "_c_", 3) != 0 || strlen(p) < ZK_SESSION_KEY_LEN)
+		return false;
+	for (int i = 3; i < ZK_SESSION_KEY_LEN; i++)
+	{
+		char		c = p[i];
+		bool		dash = i == 3 + 8 || i == 3 + 13;
+
+		if (dash ? c != '-' : !isxdigit((unsigned char) c))
+			return false;
+	}
+	memcpy(key, p, ZK_SESSION_KEY_LEN);
+	key[ZK_SESSION_KEY_LEN] = '\0';
+	return true;
+}
+
+/*
+ * Does the node lower, queued below own in the same lock, keep own (of mode)
+ * from holding?  The one rule for the recipe, the queue listing and the
+ * deadlock check.  A reader waits only for writers, and not for a writer of
+ * its own session: a backend that holds the exclusive lock may take the
+ * shared one too (see refuse_downgrade).  Semaphore leases are counted
+ * instead: none blocks on its own.
+ */
+bool
+lock_node_blocks(LockMode mode, const char *own, const char *lower)
+{
+	char		own_key[ZK_SESSION_KEY_LEN + 1];
+	char		lower_key[ZK_SESSION_KEY_LEN + 1];
+
+	switch (mode)
 	{
 		case LOCK_MODE_EXCLUSIVE:
 			return true;
 		case LOCK_MODE_SHARED:
-			if (lock_node_mode(child) == LOCK_MODE_SHARED)
+			if (lock_node_mode(lower) == LOCK_MODE_SHARED)
 				return false;
-			/* Like Curator, a writer may take the read lock too. */
-			return a->own_writer == NULL ||
-				strcmp(strrchr(a->own_writer, '/') + 1, child) != 0;
+			return !(lock_node_session_key(own, own_key) &&
+					 lock_node_session_key(lower, lower_key) &&
+					 strcmp(own_key, lower_key) == 0);
 		case LOCK_MODE_SEMAPHORE:
-			return false;		/* counted instead */
+			return false;
 	}
 	return true;
 }
@@ -594,6 +614,8 @@ run_attempt(Attempt *a)
 			}
 			else if (seq >= 0 && seq < own_seq)
 			{
+				bool		blocker = lock_node_blocks(a->mode, own, child);
+
 				if (a->mode == LOCK_MODE_SEMAPHORE &&
 					lock_node_permits(child) != a->permits)
 					ereport(ERROR,
@@ -604,9 +626,9 @@ run_attempt(Attempt *a)
 									   a->permits),
 							 errhint("Use the same permits for a semaphore everywhere.")));
 				lower++;
-				if (a->own_writer != NULL && blocks(a, child))
+				if (blocker && a->own_writer != NULL)
 					refuse_downgrade(a, child);
-				if (blocks(a, child) && seq > pred_seq)
+				if (blocker && seq > pred_seq)
 				{
 					pred = child;
 					pred_seq = seq;
@@ -694,45 +716,6 @@ disarm_lock_timeout(Acquisition *acq)
 	}
 }
 
-/* JSON stored in our node, so that anyone can see who holds or waits. */
-static char *
-node_data(LockMode mode, int permits)
-{
-	static char *database = NULL;
-	static char host[256];
-	StringInfoData buf;
-
-	if (database == NULL)
-	{
-		char	   *name = get_database_name(MyDatabaseId);
-
-		database = MemoryContextStrdup(TopMemoryContext, name ? name : "");
-		if (gethostname(host, sizeof(host)) != 0)
-			host[0] = '\0';
-		host[sizeof(host) - 1] = '\0';
-	}
-
-	initStringInfo(&buf);
-	appendStringInfoString(&buf, "{\"cluster_name\":");
-	escape_json(&buf, cluster_name ? cluster_name : "");
-	appendStringInfoString(&buf, ",\"host\":");
-	escape_json(&buf, host);
-	appendStringInfo(&buf, ",\"port\":%d,\"pid\":%d,\"database\":",
-					 PostPortNumber, MyProcPid);
-	escape_json(&buf, database);
-	appendStringInfoString(&buf, ",\"user\":");
-	escape_json(&buf, GetUserNameFromId(GetUserId(), false));
-	appendStringInfoString(&buf, ",\"application_name\":");
-	escape_json(&buf, application_name ? application_name : "");
-	appendStringInfoString(&buf, ",\"requested_at\":");
-	escape_json(&buf, timestamptz_to_str(GetCurrentTimestamp()));
-	appendStringInfo(&buf, ",\"mode\":\"%s\"", lock_mode_names[mode]);
-	if (mode == LOCK_MODE_SEMAPHORE)
-		appendStringInfo(&buf, ",\"permits\":%d", permits);
-	appendStringInfoChar(&buf, '}');
-	return buf.data;
-}
-
 static Attempt *
 attempt_new(zhandle_t *zh, const char *parent, LockMode mode,
 			const LockRequest *req, Acquisition *acq)
@@ -758,7 +741,8 @@ attempt_new(zhandle_t *zh, const char *parent, LockMode mode,
 	else
 		kind = "lock-";
 	a->prefix = psprintf("%s/_c_%s-%s", parent, a->tag, kind);
-	a->data = node_data(req->mode, req->permits);
+	a->data = node_info_json(lock_mode_names[req->mode],
+							 req->mode == LOCK_MODE_SEMAPHORE ? req->permits : 0);
 	return a;
 }
 

@@ -43,6 +43,8 @@ extern void lock_recipe_await_releases(bool interruptible);
 extern void zk_report_error(int rc, const char *action, const char *path);
 
 extern int64 lock_node_sequence(const char *name);
+extern bool lock_node_session_key(const char *name, char *key);
+extern bool lock_node_blocks(LockMode mode, const char *own, const char *lower);
 extern LockMode lock_node_mode(const char *name);
 extern int	lock_node_permits(const char *name);
 

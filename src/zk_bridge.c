@@ -671,6 +671,7 @@ get_completion(int rc, const char *value, int value_len,
 		{
 			memcpy(req->data, value, len);
 			req->data[len] = '\0';
+			req->data_len = len;
 		}
 	}
 	complete(req, rc);

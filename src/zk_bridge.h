@@ -36,6 +36,7 @@ typedef struct ZkRequest
 	int64_t		czxid;			/* CREATE, GET: the node's creation zxid */
 	int			watch_type;		/* WATCH: ZWATCHTYPE_DATA or _CHILD */
 	char	   *data;			/* GET: the node's data, NUL-terminated */
+	int			data_len;		/* GET: its length, without the NUL */
 	int			nchildren;		/* CHILDREN */
 	char	  **children;
 } ZkRequest;

@@ -118,6 +118,27 @@ zk_session_check_alive(const char *what)
 				 errhint("The next zklock call opens a new session.")));
 }
 
+/*
+ * Wait for a request's reply until deadline (a bridge_now_ms() time, 0 for
+ * none).  False if the deadline passed first.  Requests never wait on their
+ * own while the client reconnects, so a lost session ends the wait here with
+ * an ERROR naming what was being done.
+ */
+bool
+zk_session_await(ZkRequest *req, int64 deadline, const char *what)
+{
+	while (!bridge_done(req))
+	{
+		int64		left = deadline > 0 ? deadline - bridge_now_ms() : -1;
+
+		if (deadline > 0 && left <= 0)
+			return false;
+		bridge_wait(left);
+		zk_session_check_alive(what);
+	}
+	return true;
+}
+
 /* ERROR unless zklock.auth is empty or user:password; never shows it. */
 static void
 check_auth_form(void)

@@ -7,10 +7,14 @@
 
 #include <zookeeper/zookeeper.h>
 
+#include "zk_bridge.h"
+
 /* Length of an attempt tag, a UUID-shaped string, without the NUL. */
 #define ZK_TAG_LEN 36
 /* Its first part, the same for every attempt of one ZooKeeper session. */
 #define ZK_TAG_SESSION_LEN 18
+/* "_c_" and that part: what every lock node of one session's name begins with. */
+#define ZK_SESSION_KEY_LEN (3 + ZK_TAG_SESSION_LEN)
 
 typedef enum ZkSessionStatus
 {
@@ -41,5 +45,6 @@ extern uint64 zk_session_generation(void);
 extern zhandle_t *zk_session_handle(uint64 generation);
 extern void zk_session_new_tag(char *tag);
 extern void zk_session_check_alive(const char *what);
+extern bool zk_session_await(ZkRequest *req, int64 deadline, const char *what);
 
 #endif							/* ZKLOCK_ZK_SESSION_H */

@@ -1,0 +1,98 @@
+
+# What other servers and clients leave in ZooKeeper is read without trusting
+# it.  A LATIN1 database's lock name and node data are not valid UTF-8 on a
+# UTF8 server; nodes written by other clients hold anything at all.  None of
+# it may make zk_lock_holders or zk_cluster_locks fail for everybody: names
+# that do not decode are shown as their (ASCII) node names, data that is not
+# a JSON object jsonb would accept reads as NULL info, and fields of the
+# wrong type or range as NULL.
+
+use strict;
+use warnings;
+
+use FindBin;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use ZklockTest;
+
+my $zkwrite = "$FindBin::Bin/../zk/zkwrite.py";
+my $zk = start_zk();
+my $node_a = zk_node('node_a', $zk);
+my $node_b = zk_node('node_b', $zk);
+
+# node_b: a LATIN1 database, used by a role whose name is not ASCII.
+$node_b->safe_psql('postgres', q{
+CREATE DATABASE latin TEMPLATE template0 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C';
+CREATE ROLE "rené" LOGIN;
+});
+$node_b->safe_psql('latin', q{CREATE EXTENSION zklock; GRANT ALL ON SCHEMA public TO PUBLIC});
+my $latin = $node_b->background_psql('latin', on_error_stop => 1,
+	extra_params => [ '-U', 'rené' ]);
+$latin->query_safe(q{SET client_encoding = 'UTF8'});
+is($latin->query_safe(q{SELECT zk_lock_acquire('café')}), 't',
+	'a LATIN1 database holds a lock with a non-ASCII name');
+is($latin->query_safe(q{SELECT name FROM zk_locks()}), 'café',
+	'and shows it as it was given');
+
+my $s = $node_a->background_psql('postgres', on_error_stop => 1);
+# Role names live in a shared catalog, in the bytes they were created with
+# (UTF-8 here), so the owner data reads fine; the lock name does not.
+my $rows = $s->query_safe(q{
+SELECT lock_name, holding, usename, database
+  FROM zk_cluster_locks WHERE lock_name LIKE 'caf%'});
+is($rows, 'caf%E9|t|rené|latin',
+	'a UTF8 server lists a LATIN1 name it cannot decode under its node name');
+
+# Nodes written by other clients, in the queue of one lock.
+my $parent = ZK_ROOT . '/foreign';
+my %data = (
+	wrong_types => '{"pid":"x","port":1e400,"requested_at":"garbage","user":5}',
+	nul_escape => '{"cluster_name":"a\u0000b","pid":1}',
+	not_utf8 => "{\"user\":\"\xff\xfe\",\"pid\":2}",
+	pid_range => '{"pid":99999999999,"cluster_name":"big"}',
+	bad_date => '{"pid":3,"requested_at":"2026-13-45 99:99:99+00"}',
+	huge_number => '{"pid":4,"x":1e100000000}',
+	nested => '{"pid":{"a":5},"host":["h"],"port":6}',
+	plain_text => '127.0.0.1',
+	good => '{"cluster_name":"other","host":"h","port":5432,"pid":42,"database":"d","user":"u","application_name":"app","requested_at":"2026-11-23T08:00:00.5Z","mode":"exclusive"}',
+);
+my @created;
+for my $kind (sort keys %data)
+{
+	my $hex = unpack('H*', $data{$kind});
+	my $path = `/usr/bin/python3 $zkwrite '@{[ $zk->hosts ]}' create '$parent/_c_$kind-lock-' $hex`;
+	chomp $path;
+	ok($? == 0 && $path =~ /-lock-\d{10}$/, "foreign node '$kind' created");
+	push @created, $path;
+}
+
+$rows = $s->query_safe(q{
+SELECT count(*), count(pid), count(requested_at), count(cluster_name)
+  FROM zk_lock_holders('foreign')});
+is($rows, '9|2|1|2', 'zk_lock_holders reads all nine, keeping only well-formed fields');
+is($s->query_safe(q{
+SELECT cluster_name, host_port, pid, database, usename, application_name,
+       requested_at AT TIME ZONE 'UTC', holding
+  FROM zk_lock_holders('foreign') WHERE pid = 42}),
+	'other|h:5432|42|d|u|app|2026-11-23 08:00:00.5|f',
+	'a well-formed foreign node shows every field');
+is($s->query_safe(q{
+SELECT count(*) FROM zk_lock_queue('foreign') WHERE info IS NOT NULL}),
+	'5', 'zk_lock_queue keeps the info only of the documents jsonb accepts');
+is($s->query_safe(q{
+SELECT count(*) FROM zk_lock_queue('foreign') WHERE (info::jsonb) ? 'pid'}),
+	'5', 'every info it keeps casts to jsonb');
+is($s->query_safe(q{SELECT count(*) >= 10 FROM zk_cluster_locks}), 't',
+	'zk_cluster_locks lists everything, foreign and LATIN1 alike');
+is($s->query_safe(q{
+SELECT blocked_by FROM zk_lock_holders('foreign') WHERE position = 3}),
+	'{_c_bad_date-lock-0000000000,other/42}',
+	'a waiter behind nodes that name no backend is blocked by their node names');
+
+system('/usr/bin/python3', $zkwrite, $zk->hosts, 'delete', $_) for @created;
+$latin->query_safe(q{SELECT zk_lock_release('café')});
+$latin->quit;
+$s->quit;
+finish_checks($zk, [ $node_a, $node_b ]);
+done_testing();

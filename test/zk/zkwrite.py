@@ -1,0 +1,38 @@
+#!/usr/bin/python3
+"""Create or delete a node with arbitrary bytes, as a foreign client would.
+
+Usage: zkwrite.py HOSTS create PATH HEXDATA   creates PATH<10-digit sequence>
+                                              (persistent, parents created),
+                                              prints its path
+       zkwrite.py HOSTS delete PATH           deletes PATH (if it exists)
+
+For tests of how zklock reads nodes it did not write.
+"""
+import sys
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+
+def main():
+    hosts, action, path = sys.argv[1:4]
+    zk = KazooClient(hosts=hosts, timeout=10)
+    zk.start(timeout=15)
+    try:
+        if action == "create":
+            print(zk.create(path, bytes.fromhex(sys.argv[4]), sequence=True,
+                            makepath=True))
+        elif action == "delete":
+            try:
+                zk.delete(path)
+            except NoNodeError:
+                pass
+        else:
+            sys.exit("unknown action %s" % action)
+    finally:
+        zk.stop()
+        zk.close()
+
+
+if __name__ == "__main__":
+    main()
