@@ -8,6 +8,7 @@ OBJS = \
 	src/zk_session.o \
 	src/lock_name.o \
 	src/lock_recipe.o \
+	src/deadlock.o \
 	src/lock_table.o \
 	src/xact_hooks.o \
 	src/lost_locks.o \

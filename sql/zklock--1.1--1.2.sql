@@ -58,3 +58,31 @@ CREATE VIEW zk_cluster_locks AS SELECT * FROM @extschema@.zk_lock_holders();
 COMMENT ON VIEW zk_cluster_locks IS
 'every holder and waiter of every lock below zklock.root, cluster-wide, in queue order';
 
+
+-- zk_session_stats counts data rewrites (sets) and deadlock checks too.
+DROP VIEW zk_session_stats;
+DROP FUNCTION zk_session_stats();
+
+CREATE FUNCTION zk_session_stats(
+    OUT sessions_opened bigint,
+    OUT sessions_lost bigint,
+    OUT reconnects bigint,
+    OUT creates bigint,
+    OUT deletes bigint,
+    OUT children_lists bigint,
+    OUT gets bigint,
+    OUT watches bigint,
+    OUT watch_removals bigint,
+    OUT syncs bigint,
+    OUT sets bigint,
+    OUT deadlock_checks bigint,
+    OUT deadlocks bigint,
+    OUT stats_reset timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'zk_session_stats'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE VIEW zk_session_stats AS SELECT * FROM zk_session_stats();
+
+COMMENT ON VIEW zk_session_stats IS
+'ZooKeeper sessions and requests of all backends of this server';

@@ -264,6 +264,9 @@ CREATE FUNCTION zk_session_stats(
     OUT watches bigint,
     OUT watch_removals bigint,
     OUT syncs bigint,
+    OUT sets bigint,
+    OUT deadlock_checks bigint,
+    OUT deadlocks bigint,
     OUT stats_reset timestamptz)
 RETURNS record
 AS 'MODULE_PATHNAME', 'zk_session_stats'

@@ -34,6 +34,7 @@
 #include "utils/timeout.h"
 
 #include "guc.h"
+#include "deadlock.h"
 #include "lock_recipe.h"
 #include "node_info.h"
 #include "zk_bridge.h"
@@ -60,6 +61,7 @@ typedef struct Acquisition
 	int			timeout_ms;		/* -1: no limit; 0: never wait */
 	int64		deadline;		/* bridge_now_ms() when timeout_ms > 0, else 0 */
 	bool		lock_timeout_armed;
+	int64		deadlock_at;	/* when to look for a deadlock; 0: never */
 } Acquisition;
 
 typedef struct Attempt
@@ -89,6 +91,7 @@ typedef struct Attempt
 	int			watch_type;		/* ZWATCHTYPE_DATA or _CHILD */
 	bool		create_unresolved;	/* a create lost its reply; node unknown */
 	bool		created_again;	/* ... and was not found, so it was redone */
+	DeadlockWait dl;			/* our wait, for deadlock detection */
 } Attempt;
 
 void
@@ -180,15 +183,15 @@ lock_node_sequence(const char *name)
 }
 
 /*
- * Create every ancestor of the lock's parent that is missing, root first, in
- * one pipelined batch.  All are containers, so the server removes each once
- * its last child is gone (zklock.root too: a lock tree nobody uses leaves
- * nothing behind).  False if the attempt's deadline passed first.
+ * Create path and every ancestor of it that is missing, root first, in one
+ * pipelined batch.  All are containers, so the server removes each once its
+ * last child is gone (zklock.root too: a lock tree nobody uses leaves
+ * nothing behind).  False if deadline (0: none) passed first.
  */
-static bool
-create_parents(Attempt *a)
+bool
+lock_recipe_create_path(zhandle_t *zh, const char *target, int64 deadline)
 {
-	char	   *path = pstrdup(a->parent);
+	char	   *path = pstrdup(target);
 	int			n = 0;
 	ZkRequest **reqs;
 	char	   *p;
@@ -207,7 +210,7 @@ create_parents(Attempt *a)
 			bool		last = (*p == '\0');
 
 			*p = '\0';
-			reqs[n++] = bridge_create(a->zh, path, "", 0, zk_session_acl(),
+			reqs[n++] = bridge_create(zh, path, "", 0, zk_session_acl(),
 									  ZOO_CONTAINER, NULL);
 			if (last)
 				break;
@@ -217,7 +220,9 @@ create_parents(Attempt *a)
 
 	PG_TRY();
 	{
-		for (int i = 0; i < n && (answered = await_reply(a, reqs[i])); i++)
+		for (int i = 0; i < n &&
+			 (answered = zk_session_await(reqs[i], deadline, "creating lock nodes"));
+			 i++)
 		{
 			int			rc = reqs[i]->rc;
 
@@ -417,7 +422,7 @@ enqueue(Attempt *a)
 		}
 		else if (rc == ZNONODE && tries < MAX_PARENT_RETRIES)
 		{
-			if (!create_parents(a))
+			if (!lock_recipe_create_path(a->zh, a->parent, a->acq->deadline))
 				return false;
 		}
 		else
@@ -539,7 +544,31 @@ refuse_downgrade(Attempt *a, const char *writer)
 }
 
 /*
- * Wait until the watch set by the caller fires (or a session event comes).
+ * Should the wait look for a deadlock now?  The first time once it has
+ * lasted deadlock_timeout (counted from the start of the acquisition), then
+ * whenever another member of a cycle pokes it.  Otherwise *until_check gets
+ * the milliseconds until the first time, or -1.
+ */
+static bool
+deadlock_check_due(Attempt *a, long *until_check)
+{
+	int64		left;
+
+	*until_check = -1;
+	if (a->acq->deadlock_at == 0)
+		return false;
+	if (a->dl.checked)
+		return a->dl.entry != NULL && bridge_take_poke();
+	left = a->acq->deadlock_at - bridge_now_ms();
+	if (left <= 0)
+		return true;
+	*until_check = (long) left;
+	return false;
+}
+
+/*
+ * Wait until the watch set by the caller fires (or a session event comes),
+ * looking for a deadlock meanwhile when it is time.
  * False when the deadline passed.
  */
 static bool
@@ -552,6 +581,7 @@ await_watch(Attempt *a, uint64 events)
 	for (;;)
 	{
 		long		left = time_left(a);
+		long		until_check;
 
 		if (bridge_watch_events() != events)
 			return true;
@@ -560,7 +590,13 @@ await_watch(Attempt *a, uint64 events)
 			return true;
 		if (left == 0)
 			return false;
-		bridge_wait(left);
+		if (deadlock_check_due(a, &until_check))
+		{
+			deadlock_check(&a->dl);
+			continue;
+		}
+		bridge_wait(until_check >= 0 && (left < 0 || until_check < left) ?
+					until_check : left);
 		zk_session_check_alive("waiting for a lock");
 	}
 }
@@ -579,6 +615,13 @@ run_attempt(Attempt *a)
 		return false;
 	own = strrchr(a->node, '/') + 1;
 	own_seq = lock_node_sequence(own);
+	a->dl.zh = a->zh;
+	a->dl.name = a->name;
+	a->dl.parent = a->parent;
+	a->dl.node = a->node;
+	a->dl.czxid = a->czxid;
+	a->dl.mode = a->mode;
+	a->dl.deadline = a->acq->deadline;
 
 	for (;;)
 	{
@@ -688,6 +731,7 @@ run_attempt(Attempt *a)
 static void
 give_up(Attempt *a)
 {
+	deadlock_withdraw(&a->dl);
 	drop_request(&a->parent_create);
 	drop_request(&a->create);
 	drop_request(&a->children);
@@ -765,6 +809,7 @@ attempt_finish(Attempt *a, HeldNode *held)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	deadlock_withdraw(&a->dl);
 
 	if (!granted)
 	{
@@ -825,6 +870,9 @@ lock_recipe_acquire(zhandle_t *zh, const LockRequest *req, HeldNode *held)
 	acq.timeout_ms = req->timeout_ms;
 	if (req->timeout_ms > 0)
 		acq.deadline = bridge_now_ms() + req->timeout_ms;
+	/* A semaphore waits for any of several holders: see deadlock.c. */
+	if (req->timeout_ms != 0 && req->mode != LOCK_MODE_SEMAPHORE)
+		acq.deadlock_at = bridge_now_ms() + DeadlockTimeout;
 	PG_TRY();
 	{
 		if (req->mode == LOCK_MODE_SEMAPHORE)

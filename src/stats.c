@@ -44,6 +44,8 @@ typedef enum SessionCounter
 {
 	SESSIONS_OPENED = BRIDGE_NCOUNTERS,
 	SESSIONS_LOST,
+	DEADLOCK_CHECKS,
+	DEADLOCKS,
 	NSESSION_COUNTERS
 } SessionCounter;
 
@@ -318,6 +320,15 @@ stats_session_lost(void)
 	count_session(SESSIONS_LOST);
 }
 
+/* A deadlock check ran; victim: it ended this backend's wait with 40P01. */
+void
+stats_deadlock_checked(bool victim)
+{
+	count_session(DEADLOCK_CHECKS);
+	if (victim)
+		count_session(DEADLOCKS);
+}
+
 /* Add what the bridge counted since the last time. */
 void
 stats_flush(void)
@@ -413,7 +424,8 @@ zk_session_stats(PG_FUNCTION_ARGS)
 	static const int order[] = {
 		SESSIONS_OPENED, SESSIONS_LOST, BRIDGE_RECONNECTS, BRIDGE_CREATES,
 		BRIDGE_DELETES, BRIDGE_CHILDREN_LISTS, BRIDGE_GETS, BRIDGE_WATCHES,
-		BRIDGE_WATCH_REMOVALS, BRIDGE_SYNCS,
+		BRIDGE_WATCH_REMOVALS, BRIDGE_SYNCS, BRIDGE_SETS, DEADLOCK_CHECKS,
+		DEADLOCKS,
 	};
 	TupleDesc	desc;
 	Datum		values[lengthof(order) + 1];

@@ -86,6 +86,7 @@ static uint64_t handle_epoch;	/* of the open (or opening) handle; 0: none */
 static uint64_t last_epoch;
 static ZkSessionSnapshot session_state;
 static uint64_t watch_events;
+static bool poked;				/* a published wait was asked to check again */
 static int	deletes_in_flight;	/* janitor deletes of handle_epoch */
 
 /* Backend-only. */
@@ -564,6 +565,9 @@ finish_abandoned(ZkRequest *req)
 		case ZKREQ_CHILDREN:
 		case ZKREQ_GET:
 		case ZKREQ_SYNC:
+		case ZKREQ_EXISTS:
+		case ZKREQ_SET:
+		case ZKREQ_POKE_WATCH:	/* consumed when the wait is withdrawn */
 			break;
 	}
 	request_destroy(req);
@@ -700,6 +704,42 @@ waiter_watcher(zhandle_t *zh, int type, int state, const char *path,
 	wake_backend();
 }
 
+/*
+ * Client thread: another backend asks ours, by rewriting the wait it
+ * published, to look for a deadlock again (see deadlock.c).  The entry's
+ * deletion by its owner is no such request.
+ */
+static void
+poke_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	if (type != ZOO_CHANGED_EVENT)
+		return;
+	pthread_mutex_lock(&bridge_mutex);
+	if ((uint64_t) (uintptr_t) ctx == handle_epoch)
+		poked = true;
+	pthread_mutex_unlock(&bridge_mutex);
+	wake_backend();
+}
+
+/* Backend: whether a poke came since the last call. */
+bool
+bridge_take_poke(void)
+{
+	bool		was;
+
+	pthread_mutex_lock(&bridge_mutex);
+	was = poked;
+	poked = false;
+	pthread_mutex_unlock(&bridge_mutex);
+	return was;
+}
+
+static void
+stat_completion(int rc, const struct Stat *stat, const void *data)
+{
+	complete((ZkRequest *) data, rc);
+}
+
 /* Backend: a request that failed to be queued completes at once. */
 static ZkRequest *
 issued(ZkRequest *req, int rc)
@@ -766,6 +806,39 @@ bridge_sync(zhandle_t *zh, const char *path)
 
 	count(BRIDGE_SYNCS);
 	return issued(req, zoo_async(zh, path, sync_completion, req));
+}
+
+ZkRequest *
+bridge_exists(zhandle_t *zh, const char *path)
+{
+	ZkRequest  *req = request_new(ZKREQ_EXISTS, zh, path, NULL);
+
+	count(BRIDGE_GETS);
+	return issued(req, zoo_aexists(zh, path, 0, stat_completion, req));
+}
+
+ZkRequest *
+bridge_set(zhandle_t *zh, const char *path, const char *data, int datalen)
+{
+	ZkRequest  *req = request_new(ZKREQ_SET, zh, path, NULL);
+
+	count(BRIDGE_SETS);
+	return issued(req, zoo_aset(zh, path, data, datalen, -1, stat_completion, req));
+}
+
+/* A data watch on the wait this backend published, for pokes. */
+ZkRequest *
+bridge_watch_pokes(zhandle_t *zh, const char *path)
+{
+	ZkRequest  *req = request_new(ZKREQ_POKE_WATCH, zh, path, NULL);
+
+	count(BRIDGE_WATCHES);
+	pthread_mutex_lock(&bridge_mutex);
+	poked = false;
+	pthread_mutex_unlock(&bridge_mutex);
+	return issued(req, zoo_awget(zh, path, poke_watcher,
+								 (void *) (uintptr_t) req->epoch,
+								 watch_completion, req));
 }
 
 bool

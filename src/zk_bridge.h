@@ -14,7 +14,10 @@ typedef enum ZkRequestKind
 	ZKREQ_CHILDREN,				/* zoo_aget_children: names */
 	ZKREQ_WATCH,				/* zoo_awget(_children) with the waiter's watcher */
 	ZKREQ_GET,					/* zoo_aget without a watch: data, czxid */
-	ZKREQ_SYNC					/* zoo_async: catch the server up with the leader */
+	ZKREQ_SYNC,					/* zoo_async: catch the server up with the leader */
+	ZKREQ_EXISTS,				/* zoo_aexists without a watch */
+	ZKREQ_SET,					/* zoo_aset of any version */
+	ZKREQ_POKE_WATCH			/* zoo_awget on a published wait (deadlock.c) */
 } ZkRequestKind;
 
 /*
@@ -61,6 +64,7 @@ typedef enum BridgeCounter
 	BRIDGE_GETS,
 	BRIDGE_WATCHES,
 	BRIDGE_SYNCS,
+	BRIDGE_SETS,
 	BRIDGE_WATCH_REMOVALS,
 	BRIDGE_RECONNECTS,
 	BRIDGE_NCOUNTERS
@@ -97,6 +101,11 @@ extern ZkRequest *bridge_get_children(zhandle_t *zh, const char *path);
 extern ZkRequest *bridge_watch(zhandle_t *zh, const char *path, int watch_type);
 extern ZkRequest *bridge_get(zhandle_t *zh, const char *path);
 extern ZkRequest *bridge_sync(zhandle_t *zh, const char *path);
+extern ZkRequest *bridge_exists(zhandle_t *zh, const char *path);
+extern ZkRequest *bridge_set(zhandle_t *zh, const char *path,
+							 const char *data, int datalen);
+extern ZkRequest *bridge_watch_pokes(zhandle_t *zh, const char *path);
+extern bool bridge_take_poke(void);
 extern bool bridge_done(ZkRequest *req);
 extern void bridge_free(ZkRequest *req);
 extern void bridge_abandon(ZkRequest *req);

@@ -1,0 +1,29 @@
+/*
+ * deadlock.h
+ *	  Cluster-wide deadlock detection for waits on zklock locks.
+ */
+#ifndef ZKLOCK_DEADLOCK_H
+#define ZKLOCK_DEADLOCK_H
+
+#include <zookeeper/zookeeper.h>
+
+#include "lock_recipe.h"
+
+/* A wait the recipe hands to the detector. */
+typedef struct DeadlockWait
+{
+	zhandle_t  *zh;
+	const char *name;			/* the lock's name, for messages */
+	const char *parent;			/* its parent znode */
+	const char *node;			/* our node in its queue, full path */
+	int64		czxid;			/* when our wait began, in ZooKeeper's order */
+	LockMode	mode;
+	int64		deadline;		/* of the acquisition; 0 for none */
+	bool		checked;		/* looked for a deadlock at least once */
+	char	   *entry;			/* our published wait, once published */
+} DeadlockWait;
+
+extern void deadlock_check(DeadlockWait *w);
+extern void deadlock_withdraw(DeadlockWait *w);
+
+#endif							/* ZKLOCK_DEADLOCK_H */
