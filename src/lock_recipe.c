@@ -142,7 +142,7 @@ await_reconnect(Attempt *a)
 		zk_session_check_alive("acquiring a lock");
 		if (left == 0)
 			return false;
-		bridge_wait(left);
+		zk_session_wait(left);
 	}
 	return true;
 }
@@ -595,8 +595,8 @@ await_watch(Attempt *a, uint64 events)
 			deadlock_check(&a->dl);
 			continue;
 		}
-		bridge_wait(until_check >= 0 && (left < 0 || until_check < left) ?
-					until_check : left);
+		zk_session_wait(until_check >= 0 && (left < 0 || until_check < left) ?
+						until_check : left);
 		zk_session_check_alive("waiting for a lock");
 	}
 }

@@ -119,6 +119,26 @@ zk_session_check_alive(const char *what)
 }
 
 /*
+ * bridge_wait, but while the session is suspended no longer than until the
+ * local clock must judge it lost: nothing else may come to wake the wait.
+ */
+void
+zk_session_wait(long timeout_ms)
+{
+	if (zk_session_status() == ZK_SESSION_SUSPENDED)
+	{
+		ZkSessionSnapshot snap;
+		int64		verdict_in;
+
+		bridge_session_snapshot(&snap);
+		verdict_in = Max(snap.changed_at_ms + snap.timeout_ms + 1 - bridge_now_ms(), 1);
+		if (timeout_ms < 0 || verdict_in < timeout_ms)
+			timeout_ms = (long) verdict_in;
+	}
+	bridge_wait(timeout_ms);
+}
+
+/*
  * Wait for a request's reply until deadline (a bridge_now_ms() time, 0 for
  * none).  False if the deadline passed first.  Requests never wait on their
  * own while the client reconnects, so a lost session ends the wait here with
@@ -133,7 +153,7 @@ zk_session_await(ZkRequest *req, int64 deadline, const char *what)
 
 		if (deadline > 0 && left <= 0)
 			return false;
-		bridge_wait(left);
+		zk_session_wait(left);
 		zk_session_check_alive(what);
 	}
 	return true;
@@ -367,14 +387,7 @@ zk_session_await_verdict(void)
 	ZkSessionStatus status;
 
 	while ((status = zk_session_status()) == ZK_SESSION_SUSPENDED)
-	{
-		ZkSessionSnapshot snap;
-		int64		left;
-
-		bridge_session_snapshot(&snap);
-		left = snap.changed_at_ms + snap.timeout_ms + 1 - bridge_now_ms();
-		bridge_wait(left > 0 ? left : 1);
-	}
+		zk_session_wait(-1);
 	return status;
 }
 

@@ -45,6 +45,7 @@ extern uint64 zk_session_generation(void);
 extern zhandle_t *zk_session_handle(uint64 generation);
 extern void zk_session_new_tag(char *tag);
 extern void zk_session_check_alive(const char *what);
+extern void zk_session_wait(long timeout_ms);
 extern bool zk_session_await(ZkRequest *req, int64 deadline, const char *what);
 
 #endif							/* ZKLOCK_ZK_SESSION_H */
