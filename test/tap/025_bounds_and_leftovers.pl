@@ -1,0 +1,138 @@
+
+# What zklock leaves in ZooKeeper, and how long its waits can last.
+#
+# 1. Nothing lives forever: a semaphore's parent and every node of an
+#    absolute path are containers, so once released the server removes all
+#    of them (and zklock.root), not just the lock nodes.
+# 2. A handle closed with deletes still pending (its session lost while they
+#    were retried) leaves no count behind: COMMIT and ROLLBACK of the next
+#    session wait for nothing, even with zklock.connect_timeout raised (any
+#    user may), and never longer than the session timeout in the callbacks.
+# 3. lock_timeout counts once per acquisition: a semaphore waiter that first
+#    waits at the gate, then for a lease, is cancelled after lock_timeout,
+#    not after up to twice that.
+# 4. Reading a lock queue gives up after zklock.connect_timeout when the
+#    server does not answer, instead of waiting for the session timeout.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(sleep time);
+
+use ZklockTest;
+
+my $zk = start_zk();
+my $proxied = $zk->start_proxy;
+my $node_a = zk_node('node_a', $zk);
+my $node_b = zk_node('node_b', $zk,
+	'zklock.hosts' => $proxied,
+	'zklock.session_timeout' => 3000);
+
+# Every node under these paths, persistent ones included.
+sub nodes_under
+{
+	my @paths = @_;
+	return [ map { $_->[0] } grep {
+			my $p = $_->[0];
+			grep { $p eq $_ || index($p, "$_/") == 0 } @paths
+	} @{ $zk->tree('/') } ];
+}
+
+# 1. Containers all the way.
+{
+	my $s = session($node_a, 'containers');
+	$s->query_safe(q{SELECT zk_semaphore_acquire('sem25', 2)});
+	$s->query_safe(q{SELECT zk_lock_acquire('/abs25/deep/path')});
+	$s->query_safe(q{SELECT zk_lock_acquire('plain25')});
+	cmp_ok(scalar @{ nodes_under(ZK_ROOT, '/abs25') }, '>=', 8, 'the locks and their parents exist');
+	$s->query_safe(q{SELECT zk_lock_release_all()});
+	my $left = $zk->wait_until_empty(sub { nodes_under(ZK_ROOT, '/abs25') }, 15);
+	is_deeply($left, [], 'once released, every node of theirs is removed by the server, parents too')
+	  or diag explain $left;
+	$s->quit;
+}
+
+# 2. Deletes pending when the handle is closed.
+{
+	my $s = session($node_b, 'pending');
+	$s->query_safe(q{SET zklock.connect_timeout = '20s'});
+	$s->query_safe(q{
+DO $$ BEGIN
+  FOR i IN 1..300 LOOP PERFORM zk_lock_acquire('pend' || i); END LOOP;
+END $$});
+	# Cut off: the releases are retried on every failed reconnect.
+	$zk->proxy_signal('HUP');
+	$zk->proxy_signal('USR1');
+	$s->query_safe(q{SELECT zk_lock_release_all()});
+	ok(defined wait_session_state($s, 'lost', 20), 'the session is lost with its deletes pending');
+	$zk->proxy_signal('HUP');
+	# This call writes the locks off and closes the handle, then opens a
+	# new session.
+	$s->query(q{SELECT zk_lock_try_acquire('after')});
+	is(zk_session_field($s, 'state'), 'connected', 'a new session is open');
+	$s->{stderr} = '';
+	my $slowest = 0;
+	for my $i (1 .. 5)
+	{
+		my $t0 = time;
+		$s->query_safe(qq{BEGIN; SELECT zk_lock_xact_acquire('commit$i'); COMMIT});
+		my $t1 = time;
+		$s->query_safe(qq{BEGIN; SELECT zk_lock_xact_acquire('abort$i'); ROLLBACK});
+		my $t2 = time;
+		$slowest = $t1 - $t0 if $t1 - $t0 > $slowest;
+		$slowest = $t2 - $t1 if $t2 - $t1 > $slowest;
+	}
+	cmp_ok($slowest, '<', 1,
+		sprintf('COMMIT and ROLLBACK of the new session wait for nothing of the old one (slowest %.2f s)', $slowest));
+	$s->query_safe(q{SELECT zk_lock_release_all()});
+	$s->quit;
+}
+
+# 3. One lock_timeout for a semaphore's gate and lease.
+{
+	my $holder = session($node_a, 'sem_holder');
+	my $first = session($node_a, 'sem_first');
+	my $second = session($node_a, 'sem_second');
+	$holder->query_safe(q{SELECT zk_semaphore_acquire('sem_lt', 1)});
+	send_query($first, q{SELECT zk_semaphore_acquire('sem_lt', 1)}, 'first_done');
+	ok(wait_for_wait_event($node_a, 'sem_first'), 'a first waiter heads the gate');
+	$second->query_safe(q{SET lock_timeout = '2s'});
+	my $t0 = time;
+	send_query($second, q{SELECT zk_semaphore_acquire('sem_lt', 1)}, 'second_done');
+	sleep 1.5;
+	# The first waiter gets the lease and leaves the gate: the second now
+	# waits for a lease.
+	$holder->query_safe(q{SELECT zk_semaphore_release('sem_lt')});
+	wait_marker($first, 'first_done');
+	wait_marker($second, 'second_done');
+	my $took = time - $t0;
+	like($second->{stderr}, qr/canceling statement due to lock timeout/, 'the second waiter times out');
+	cmp_ok($took, '<', 2.7, sprintf('after lock_timeout counted from its first wait (%.2f s)', $took));
+	$first->query_safe(q{SELECT zk_semaphore_release('sem_lt')});
+	$_->quit for $holder, $first, $second;
+}
+
+# 4. A queue read bounded by connect_timeout.
+{
+	my $s = session($node_a, 'queue_read');
+	$s->query_safe(q{SELECT zk_lock_acquire('q25')});
+	$s->query_safe(q{SET zklock.connect_timeout = 1000});
+	$zk->signal($_, 'STOP') for $zk->running;
+	my $t0 = time;
+	$s->query(q{SELECT count(*) FROM zk_lock_holders('q25')});
+	my $took = time - $t0;
+	$zk->signal($_, 'CONT') for $zk->running;
+	like($s->{stderr}, qr/ZooKeeper did not answer within 1000 ms while reading a lock queue/,
+		'reading a queue from a server that does not answer fails');
+	cmp_ok($took, '<', 2.5, sprintf('after zklock.connect_timeout (%.2f s; the session timeout is 10 s)', $took));
+	$s->{stderr} = '';
+	ok(defined wait_session_state($s, 'connected', 20), 'the session comes back');
+	is($s->query_safe(q{SELECT count(*) FROM zk_lock_holders('q25')}), '1', 'and reads the queue');
+	$s->query_safe(q{SELECT zk_lock_release_all()});
+	$s->quit;
+}
+
+finish_checks($zk, [ $node_a, $node_b ]);
+done_testing();
