@@ -73,6 +73,14 @@ static uint64_t message_seq;
 static uint64_t dropped_messages;
 
 /*
+ * Connections a server accepted and closed before answering the session
+ * handshake, since the handle was opened: what a server does beyond its
+ * maxClientCnxns, or without a quorum.  Counted from the client's log lines
+ * (it reports nothing else), atomically: the log callback takes no lock.
+ */
+static uint64_t closed_by_server;
+
+/*
  * A leaf: no function of the ZooKeeper client may be called while holding
  * it (not even zoo_get_current_server or zoo_state, which take the client's
  * locks), and nothing else that could wait.  The client calls our watchers
@@ -186,7 +194,25 @@ queue_message(int elevel, const char *text)
 void
 bridge_log_callback(const char *message)
 {
+	/*
+	 * "failed while receiving a server response" with no session yet: EOF
+	 * right after the handshake was sent; "refused" with EPIPE or
+	 * ECONNRESET: closed before it could be (ECONNREFUSED is nobody
+	 * listening).
+	 */
+	if (strstr(message, "failed while receiving a server response") != NULL ||
+		(strstr(message, "server refused to accept the client") != NULL &&
+		 (strstr(message, "errno=32(") != NULL ||
+		  strstr(message, "errno=104(") != NULL)))
+		__atomic_fetch_add(&closed_by_server, 1, __ATOMIC_RELAXED);
 	queue_message(LOG, message);
+}
+
+/* Backend: connections closed by a server since the handle was opened. */
+uint64_t
+bridge_closed_by_server(void)
+{
+	return __atomic_load_n(&closed_by_server, __ATOMIC_RELAXED);
 }
 
 static int
@@ -401,6 +427,7 @@ bridge_open_start(const char *hosts, int timeout_ms)
 	}
 	op->timeout_ms = timeout_ms;
 
+	__atomic_store_n(&closed_by_server, 0, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&bridge_mutex);
 	op->epoch = handle_epoch = ++last_epoch;
 	memset(&session_state, 0, sizeof(session_state));

@@ -130,5 +130,6 @@ extern void bridge_session_watcher(zhandle_t *zh, int type, int state,
 								   const char *path, void *ctx);
 extern void bridge_session_snapshot(ZkSessionSnapshot *out);
 extern void bridge_log_callback(const char *message);
+extern uint64_t bridge_closed_by_server(void);
 
 #endif							/* ZKLOCK_ZK_BRIDGE_H */

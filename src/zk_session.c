@@ -311,6 +311,18 @@ wait_connected(int64 deadline)
 				 errhint("Locks held by this session are uncertain until it reconnects.")));
 
 	/* Never accepted, or refused: start afresh next time. */
+	if (bridge_closed_by_server() > 0)
+	{
+		uint64		closed = bridge_closed_by_server();
+
+		close_handle();
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to ZooKeeper at \"%s\"", zklock_hosts),
+				 errdetail("The servers accepted a connection and closed it before establishing a session, %llu times in %d ms.",
+						   (unsigned long long) closed, zklock_connect_timeout),
+				 errhint("A ZooKeeper server closes connections beyond maxClientCnxns (per client address, 60 by default; each backend that uses zklock holds one): raise it on the servers or use fewer backends per host.  A server that has no quorum closes them too.")));
+	}
 	report_connect_failure(psprintf("No server accepted a session within %d ms.",
 									zklock_connect_timeout));
 }

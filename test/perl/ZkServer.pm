@@ -43,7 +43,8 @@ sub free_port
 	croak "no free port found";
 }
 
-# new(servers => 1|3, tick_ms => 500, dir => ..., durable => 0, keep => 0)
+# new(servers => 1|3, tick_ms => 500, dir => ..., durable => 0, keep => 0,
+#     max_client_cnxns => 0 (no limit))
 sub new
 {
 	my ($class, %opts) = @_;
@@ -52,6 +53,7 @@ sub new
 		tick_ms => $opts{tick_ms} // 500,
 		durable => $opts{durable} // 0,
 		keep => $opts{keep} // 0,
+		max_client_cnxns => $opts{max_client_cnxns} // 0,
 		dir => $opts{dir}
 		  // File::Temp::tempdir('zklock_zk_XXXX', TMPDIR => 1, CLEANUP => 1),
 		pids => {},
@@ -99,7 +101,7 @@ clientPort=$self->{client_port}{$i}
 clientPortAddress=127.0.0.1
 admin.enableServer=false
 4lw.commands.whitelist=*
-maxClientCnxns=0
+maxClientCnxns=$self->{max_client_cnxns}
 minSessionTimeout=1000
 maxSessionTimeout=60000
 EOF
