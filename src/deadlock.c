@@ -42,6 +42,7 @@
 
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/json.h"
 
 #include "deadlock.h"
@@ -80,6 +81,7 @@ typedef struct Member
 typedef struct Graph
 {
 	DeadlockWait *w;
+	int			failed;			/* a reply that ended the reading early */
 	Member	   *members;
 	int			nmembers;
 	int			closing;		/* the member that waits for us; -1: none */
@@ -133,64 +135,81 @@ await_reply(DeadlockWait *w, ZkRequest *req)
 }
 
 /*
+ * A look cut short by a reply lost with the connection is tried again after
+ * another deadlock_timeout: the wait goes on, and the cycle may still be
+ * there.  Other errors (an ACL, say) are logged once; the wait goes on
+ * unchecked.  A deadlock check never fails the wait it checks.
+ */
+static void
+look_cut_short(DeadlockWait *w, int rc, const char *what, const char *path)
+{
+	if (bridge_reply_lost(rc) || rc == ZSESSIONEXPIRED)
+		w->retry_at = bridge_now_ms() + DeadlockTimeout;
+	else
+		ereport(LOG,
+				(errmsg("zklock: could not %s \"%s\" while looking for a deadlock: %s",
+						what, path, zerror(rc))));
+}
+
+/*
  * Publish our wait and watch it for pokes.  False if that could not be done
- * in time; the wait goes on, unchecked.
+ * in time or at all; the wait goes on.
  */
 static bool
 publish(DeadlockWait *w, const char *data)
 {
 	char		key[ZK_SESSION_KEY_LEN + 1];
-	char	   *entry;
+	int			rc = ZOK;
 
 	if (!lock_node_session_key(w->node, key))
 		return false;
-	entry = psprintf("%s/%s", waits_dir(), key);
+	/* Withdrawn like a published wait from now on, whatever happens. */
+	w->entry = psprintf("%s/%s", waits_dir(), key);
 	for (int tries = 0; tries < 3; tries++)
 	{
-		ZkRequest  *create = bridge_create(w->zh, entry, data, strlen(data),
-										   zk_session_acl(), ZOO_EPHEMERAL, NULL);
-		int			rc;
+		ZkRequest  *req = bridge_create(w->zh, w->entry, data, strlen(data),
+										zk_session_acl(), ZOO_EPHEMERAL, NULL);
 
-		if (!await_reply(w, create))
+		if (!await_reply(w, req))
 		{
-			/* Withdrawn by deadlock_withdraw like a published one. */
-			bridge_abandon(create);
-			w->entry = entry;
+			bridge_abandon(req);
 			return false;
 		}
-		rc = create->rc;
-		bridge_free(create);
+		rc = req->rc;
+		bridge_free(req);
 		if (rc == ZNODEEXISTS)
 		{
-			/* Ours, from a wait whose withdrawal is still under way. */
-			bridge_abandon(bridge_set(w->zh, entry, data, strlen(data)));
-			rc = ZOK;
-		}
-		if (rc == ZOK)
-		{
-			ZkRequest  *watch = bridge_watch_pokes(w->zh, entry);
-
-			w->entry = entry;
-			if (!await_reply(w, watch))
+			/* Ours: a lost reply's create, or a withdrawal under way. */
+			req = bridge_set(w->zh, w->entry, data, strlen(data));
+			if (!await_reply(w, req))
 			{
-				bridge_abandon(watch);
+				bridge_abandon(req);
 				return false;
 			}
-			rc = watch->rc;
-			bridge_free(watch);
-			return rc == ZOK;
+			rc = req->rc;
+			bridge_free(req);
 		}
 		if (rc != ZNONODE)
-		{
-			ereport(LOG,
-					(errmsg("zklock: could not publish a wait for deadlock detection in \"%s\": %s",
-							entry, zerror(rc))));
-			return false;
-		}
+			break;
 		if (!lock_recipe_create_path(w->zh, waits_dir(), w->deadline))
 			return false;
 	}
-	return false;
+	if (rc == ZOK)
+	{
+		ZkRequest  *watch = bridge_watch_pokes(w->zh, w->entry);
+
+		if (!await_reply(w, watch))
+		{
+			bridge_abandon(watch);
+			return false;
+		}
+		rc = watch->rc;
+		bridge_free(watch);
+	}
+	w->published = rc == ZOK;
+	if (!w->published)
+		look_cut_short(w, rc, "publish a wait in", w->entry);
+	return w->published;
 }
 
 static int
@@ -238,7 +257,13 @@ follow_blockers(Graph *g, int i)
 	int64		own_seq = lock_node_sequence(m->node);
 
 	if (req->rc != ZOK && req->rc != ZNONODE)
-		zk_report_error(req->rc, "list children of", m->parent);
+	{
+		look_cut_short(g->w, req->rc, "list children of", m->parent);
+		g->failed = req->rc;
+		bridge_free(req);
+		m->req = NULL;
+		return false;
+	}
 	for (int c = 0; c < n; c++)
 		children[c] = pstrdup(req->children[c]);
 	bridge_free(req);
@@ -278,7 +303,7 @@ follow_blockers(Graph *g, int i)
 
 /* A member's published wait was read: where it waits, if it does. */
 static void
-read_entry(Member *m)
+read_entry(Graph *g, Member *m)
 {
 	ZkRequest  *req = m->req;
 	NodeInfo	info;
@@ -304,7 +329,10 @@ read_entry(Member *m)
 		m->data_len = req->data_len;
 	}
 	else if (req->rc != ZOK && req->rc != ZNONODE)
-		zk_report_error(req->rc, "read", m->entry);
+	{
+		look_cut_short(g->w, req->rc, "read", m->entry);
+		g->failed = req->rc;
+	}
 	bridge_free(req);
 }
 
@@ -344,12 +372,16 @@ find_cycle(Graph *g)
 				return false;
 			if (follow_blockers(g, i))
 				return true;
+			if (g->failed)
+				return false;
 		}
 		for (int i = last; i < g->nmembers; i++)
 		{
 			if (!await_reply(g->w, g->members[i].req))
 				return false;
-			read_entry(&g->members[i]);
+			read_entry(g, &g->members[i]);
+			if (g->failed)
+				return false;
 		}
 		first = last;
 		last = g->nmembers;
@@ -409,7 +441,11 @@ still_there(Graph *g, int *path, int n, bool *real)
 		{
 			answered = await_reply(g->w, reqs[r]);
 			if (answered && reqs[r]->rc != ZOK)
+			{
 				*real = false;
+				if (reqs[r]->rc != ZNONODE)
+					look_cut_short(g->w, reqs[r]->rc, "read", reqs[r]->path);
+			}
 		}
 	}
 	PG_FINALLY();
@@ -473,9 +509,10 @@ deadlock_check(DeadlockWait *w)
 	NodeInfo	info;
 	volatile bool found;
 
-	if (!w->checked)
+	w->checked = true;
+	w->retry_at = 0;
+	if (!w->published)
 	{
-		w->checked = true;
 		if (!publish(w, data))
 			return;
 	}
@@ -483,13 +520,20 @@ deadlock_check(DeadlockWait *w)
 	{
 		/* A poke consumed the watch: set it again before looking. */
 		ZkRequest  *watch = bridge_watch_pokes(w->zh, w->entry);
+		int			rc;
 
 		if (!await_reply(w, watch))
 		{
 			bridge_abandon(watch);
 			return;
 		}
+		rc = watch->rc;
 		bridge_free(watch);
+		if (rc != ZOK)
+		{
+			look_cut_short(w, rc, "watch", w->entry);
+			return;
+		}
 	}
 
 	g.w = w;
@@ -552,5 +596,6 @@ deadlock_withdraw(DeadlockWait *w)
 	{
 		bridge_delete_node(w->zh, w->entry);
 		w->entry = NULL;
+		w->published = false;
 	}
 }

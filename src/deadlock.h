@@ -20,7 +20,9 @@ typedef struct DeadlockWait
 	LockMode	mode;
 	int64		deadline;		/* of the acquisition; 0 for none */
 	bool		checked;		/* looked for a deadlock at least once */
-	char	   *entry;			/* our published wait, once published */
+	int64		retry_at;		/* look again then (a look was cut short); 0 */
+	char	   *entry;			/* our published wait, once created */
+	bool		published;		/* ... and watched for pokes */
 } DeadlockWait;
 
 extern void deadlock_check(DeadlockWait *w);

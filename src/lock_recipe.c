@@ -546,20 +546,26 @@ refuse_downgrade(Attempt *a, const char *writer)
 /*
  * Should the wait look for a deadlock now?  The first time once it has
  * lasted deadlock_timeout (counted from the start of the acquisition), then
- * whenever another member of a cycle pokes it.  Otherwise *until_check gets
- * the milliseconds until the first time, or -1.
+ * whenever another member of a cycle pokes it, or a look was cut short by a
+ * lost connection.  Otherwise *until_check gets the milliseconds until the
+ * next look that is due by the clock, or -1.
  */
 static bool
 deadlock_check_due(Attempt *a, long *until_check)
 {
+	int64		at;
 	int64		left;
 
 	*until_check = -1;
 	if (a->acq->deadlock_at == 0)
 		return false;
-	if (a->dl.checked)
-		return a->dl.entry != NULL && bridge_take_poke();
-	left = a->acq->deadlock_at - bridge_now_ms();
+	if (a->dl.published && bridge_take_poke())
+		return true;
+	/* The first look, or another after one was cut short. */
+	at = !a->dl.checked ? a->acq->deadlock_at : a->dl.retry_at;
+	if (at == 0)
+		return false;
+	left = at - bridge_now_ms();
 	if (left <= 0)
 		return true;
 	*until_check = (long) left;

@@ -10,6 +10,8 @@
 # 2. The victim is cut off just before it looks: its check cannot finish,
 #    its session is lost (08006), the other member is granted, and no one
 #    gets 40P01.
+# 3. The victim's connection is cut while it looks and comes back at once:
+#    it looks again and still finds the deadlock.
 # Nothing either leaves in ZooKeeper outlives it.
 
 use strict;
@@ -89,6 +91,40 @@ for my $case ('after publishing', 'before looking')
 		't', "$case: b locks again with a new session");
 	no_orphans_ok($zk, "$case: nothing left without a live owner");
 	is(published(), 0, "$case: no published wait is left");
+	$_->quit for $a, $b;
+}
+
+# 3. The victim's connection is cut while it looks (the reply to publishing
+# its wait is lost), but comes back at once: the look is tried again after
+# another deadlock_timeout, finds the cycle, and the wait ends with 40P01,
+# not with the lost reply.
+{
+	my $a = session($node_a, 'a_cut');
+	my $b = session($node_b, 'b_cut');
+	# a publishes first and finds nothing; b is the victim.
+	$a->query_safe('SET deadlock_timeout = 500');
+	$b->query_safe('SET deadlock_timeout = 1000');
+	$a->query_safe(q{SELECT zk_lock_acquire('fca')});
+	$b->query_safe(q{SELECT zk_lock_acquire('fcb')});
+	send_query($a, q{SELECT zk_lock_acquire('fcb')}, 'a_done');
+	ok(wait_for_wait_event($node_a, 'a_cut'), 'cut while looking: a waits');
+	send_query($b, q{SELECT zk_lock_acquire('fca')}, 'b_done');
+	ok(wait_for_wait_event($node_b, 'b_cut'), 'cut while looking: b waits, closing a cycle');
+	my $t0 = time;
+	# b's next request is the publication of its wait, after 1 s.
+	$zk->proxy_signal('USR2');
+	wait_marker($b, 'b_done');
+	my $took = time - $t0;
+	like($b->{stderr}, qr/ERROR:  deadlock detected/, 'cut while looking: b still finds the deadlock');
+	unlike($b->{stderr}, qr/connection loss/, 'and its wait did not fail on the lost reply');
+	cmp_ok($took, '<', 2 * 1 + 1.5, sprintf('after looking again (%.2f s)', $took));
+	$b->{stderr} = '';
+	# The victim's session lock from before stays until it lets go.
+	$b->query_safe('SELECT zk_lock_release_all()');
+	like(wait_marker($a, 'a_done'), qr/^t$/m, 'cut while looking: a is granted');
+	$a->query_safe('SELECT zk_lock_release_all()');
+	no_orphans_ok($zk, 'cut while looking: nothing left without a live owner');
+	is(published(), 0, 'cut while looking: no published wait is left');
 	$_->quit for $a, $b;
 }
 
