@@ -552,6 +552,19 @@ current_epoch(void)
 
 /* ---- requests ---- */
 
+/* What each kind of request counts as in zk_session_stats. */
+static const BridgeCounter counter_of[] = {
+	[ZKREQ_CREATE] = BRIDGE_CREATES,
+	[ZKREQ_CHILDREN] = BRIDGE_CHILDREN_LISTS,
+	[ZKREQ_WATCH] = BRIDGE_WATCHES,
+	[ZKREQ_GET] = BRIDGE_GETS,
+	[ZKREQ_SYNC] = BRIDGE_SYNCS,
+	[ZKREQ_EXISTS] = BRIDGE_GETS,
+	[ZKREQ_SET] = BRIDGE_SETS,
+	[ZKREQ_POKE_WATCH] = BRIDGE_WATCHES,
+};
+
+/* Backend: a new request of kind, counted as sent. */
 static ZkRequest *
 request_new(ZkRequestKind kind, zhandle_t *zh, const char *path, const char *tag)
 {
@@ -576,6 +589,7 @@ request_new(ZkRequestKind kind, zhandle_t *zh, const char *path, const char *tag
 	req->kind = kind;
 	req->zh = zh;
 	req->epoch = current_epoch();
+	count(counter_of[kind]);
 	return req;
 }
 
@@ -811,7 +825,6 @@ bridge_create(zhandle_t *zh, const char *path, const char *data, int datalen,
 {
 	ZkRequest  *req = request_new(ZKREQ_CREATE, zh, path, tag);
 
-	count(BRIDGE_CREATES);
 	return issued(req, zoo_acreate2(zh, path, data, datalen, acl, mode,
 									create_completion, req));
 }
@@ -821,7 +834,6 @@ bridge_get_children(zhandle_t *zh, const char *path)
 {
 	ZkRequest  *req = request_new(ZKREQ_CHILDREN, zh, path, NULL);
 
-	count(BRIDGE_CHILDREN_LISTS);
 	return issued(req, zoo_aget_children(zh, path, 0, children_completion, req));
 }
 
@@ -834,7 +846,6 @@ bridge_watch(zhandle_t *zh, const char *path, int watch_type)
 {
 	ZkRequest  *req = request_new(ZKREQ_WATCH, zh, path, NULL);
 
-	count(BRIDGE_WATCHES);
 	req->watch_type = watch_type;
 	if (watch_type == ZWATCHTYPE_CHILD)
 		return issued(req, zoo_awget_children(zh, path, waiter_watcher, NULL,
@@ -848,7 +859,6 @@ bridge_get(zhandle_t *zh, const char *path)
 {
 	ZkRequest  *req = request_new(ZKREQ_GET, zh, path, NULL);
 
-	count(BRIDGE_GETS);
 	return issued(req, zoo_aget(zh, path, 0, get_completion, req));
 }
 
@@ -857,7 +867,6 @@ bridge_sync(zhandle_t *zh, const char *path)
 {
 	ZkRequest  *req = request_new(ZKREQ_SYNC, zh, path, NULL);
 
-	count(BRIDGE_SYNCS);
 	return issued(req, zoo_async(zh, path, sync_completion, req));
 }
 
@@ -866,7 +875,6 @@ bridge_exists(zhandle_t *zh, const char *path)
 {
 	ZkRequest  *req = request_new(ZKREQ_EXISTS, zh, path, NULL);
 
-	count(BRIDGE_GETS);
 	return issued(req, zoo_aexists(zh, path, 0, stat_completion, req));
 }
 
@@ -875,7 +883,6 @@ bridge_set(zhandle_t *zh, const char *path, const char *data, int datalen)
 {
 	ZkRequest  *req = request_new(ZKREQ_SET, zh, path, NULL);
 
-	count(BRIDGE_SETS);
 	return issued(req, zoo_aset(zh, path, data, datalen, -1, stat_completion, req));
 }
 
@@ -885,7 +892,6 @@ bridge_watch_pokes(zhandle_t *zh, const char *path)
 {
 	ZkRequest  *req = request_new(ZKREQ_POKE_WATCH, zh, path, NULL);
 
-	count(BRIDGE_WATCHES);
 	pthread_mutex_lock(&bridge_mutex);
 	poked = false;
 	pthread_mutex_unlock(&bridge_mutex);
