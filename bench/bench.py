@@ -15,7 +15,8 @@ the nodes at it and measures:
      sizes, and backend memory per held lock;
   4. many waiters on one lock: grant order against queue order, watches per
      waiter (from the servers' wchc), CPU used while waiting;
-  5. first use: the first zklock call in a new backend, and later ones.
+  5. first use: the first zklock call in a new backend, and later ones;
+  6. deadlock detection: from a cycle's closing to its 40P01.
 
 Each figure is the median of several rounds; a round runs every variant of
 its section once, in turn (every other round in reverse), so that drift on
@@ -61,7 +62,7 @@ if QUICK:
         many_rounds=1, many_sizes=(10, 100, 1000), many_once=(),
         reacquire_max=1000, local_calls=1000,
         waiters=20, waiter_rounds=1, waiter_cpu_seconds=2.0,
-        first_use_rounds=3, first_use_later=10)
+        first_use_rounds=3, first_use_later=10, deadlock_rounds=3)
 else:
     CONF = dict(
         cycle_rounds=5, cycle_seconds=0.8,
@@ -72,7 +73,7 @@ else:
         many_rounds=3, many_sizes=(10, 1000, 10000), many_once=(10000,),
         reacquire_max=1000, local_calls=2000,
         waiters=100, waiter_rounds=2, waiter_cpu_seconds=5.0,
-        first_use_rounds=5, first_use_later=20)
+        first_use_rounds=5, first_use_later=20, deadlock_rounds=7)
 
 
 def log(msg):
@@ -657,6 +658,52 @@ def bench_first_use(t):
             for i, k in enumerate(('load', 'connect', 'later'))}
 
 
+# ---- 6. deadlock detection ----
+
+DEADLOCK_TIMEOUT_MS = 100
+
+
+def deadlock_latency(t, r):
+    """Two backends on the two nodes take two locks in opposite orders; the
+    one that closes the cycle (and is the victim) reports how long after
+    starting its wait it got 40P01.  Returns milliseconds."""
+    a, b = ('bench-dl-%d-%d-%s' % (t.zk.servers, r, x) for x in 'ab')
+    setup = 'SET deadlock_timeout = %d; ' % DEADLOCK_TIMEOUT_MS
+    first = t.nodes[0].spawn(
+        setup + 'BEGIN; SELECT zk_lock_xact_acquire(%s); SELECT pg_sleep(0.3); '
+        'SELECT zk_lock_xact_acquire(%s); COMMIT;' % (quote(a), quote(b)),
+        'bench_dl_first')
+    victim = spawn(t.nodes[1].psql_cmd('bench_dl_victim') + ['-c', setup + '''
+DO $$
+DECLARE
+  t0 timestamptz;
+BEGIN
+  PERFORM zk_lock_xact_acquire(%s);
+  PERFORM pg_sleep(0.5);
+  t0 := clock_timestamp();
+  BEGIN
+    PERFORM zk_lock_xact_acquire(%s);
+  EXCEPTION WHEN deadlock_detected THEN
+    RAISE NOTICE 'detected_ms=%%', extract(epoch FROM clock_timestamp() - t0) * 1000;
+  END;
+END $$''' % (quote(b), quote(a))], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                   text=True)
+    _, err = victim.communicate(timeout=60)
+    children.remove(victim)
+    reap([first], 60)
+    m = re.search(r'detected_ms=([\d.]+)', err)
+    if victim.returncode != 0 or not m:
+        raise RuntimeError('no deadlock reported: %s' % err.strip())
+    return float(m.group(1))
+
+
+def bench_deadlock(t):
+    rounds = CONF['deadlock_rounds']
+    log('  deadlock detection: %d rounds' % rounds)
+    xs = t.rounds(rounds, ['deadlock'], lambda v, r: deadlock_latency(t, r))['deadlock']
+    return {'deadlock_ms': median(xs), 'deadlock_max_ms': max(xs)}
+
+
 # ---- the table ----
 
 def fmt(v, spec):
@@ -740,6 +787,13 @@ def table_rows(res):
     row('  CPU of all waiters in %.0f s of waiting (ms)' % CONF['waiter_cpu_seconds'],
         lambda r: fmt(r['waiters_cpu_ms'], '.0f'))
     row('  queue drain after release (grants/s)', lambda r: fmt(r['waiters_drain'], '.0f'))
+
+    rows.append(('deadlock detection: two backends on two nodes, opposite order', None))
+    row('  40P01 after the cycle closed, deadlock_timeout %d ms (median)' % DEADLOCK_TIMEOUT_MS,
+        lambda r: fmt(r['deadlock_ms'], '.0f'))
+    row('    slowest round', lambda r: fmt(r['deadlock_max_ms'], '.0f'))
+    row('    beyond deadlock_timeout (median)',
+        lambda r: fmt(r['deadlock_ms'] - DEADLOCK_TIMEOUT_MS, '.0f'))
 
     rows.append(('first use in a new backend (ms)', None))
     row('  first zklock call (loads the library)', lambda r: fmt(r['first_load'], '.2f'))
@@ -849,7 +903,12 @@ differences as noise.
   of all waiting backends from /proc.  Then the holder lets go: the waiters
   must be granted in the order of their queue nodes' sequence numbers.
 * **First use**: a new backend's first zklock call loads the library (no
-  ZooKeeper session yet); its first acquire opens the ZooKeeper session."""
+  ZooKeeper session yet); its first acquire opens the ZooKeeper session.
+* **Deadlock detection**: a backend on one node takes lock a, then waits for
+  b; a backend on the other takes b, then (200 ms later) waits for a and so
+  closes the cycle, as the victim.  It reports the time from the start of
+  that wait to its 40P01: deadlock_timeout (%d ms, set for both), then
+  publishing its wait, reading the graph and checking the cycle again.""" % DEADLOCK_TIMEOUT_MS
     with open(path, 'w') as f:
         f.write('# zklock benchmark results\n\n')
         f.write('Produced by `bash bench/run.sh`%s on %s, in %.1f minutes.\n\n'
@@ -861,7 +920,8 @@ differences as noise.
         f.write('* load average (1 min) at start / end: %s\n' % load)
         f.write('* rounds: cycles %(cycle_rounds)d; handoff %(handoff_rounds)d, '
                 '%(handoff_seconds).0f s each; many locks %(many_rounds)d; '
-                'waiters %(waiter_rounds)d; first use %(first_use_rounds)d\n\n' % CONF)
+                'waiters %(waiter_rounds)d; first use %(first_use_rounds)d; '
+                'deadlocks %(deadlock_rounds)d\n\n' % CONF)
         if failures:
             f.write('## Measurements that failed and were repeated\n\n')
             f.write(''.join('* %s\n' % x.replace('\n', ' ') for x in failures) + '\n')
@@ -904,6 +964,7 @@ def main():
             r.update(bench_first_use(t))
             r.update(bench_handoff(t))
             r.update(bench_waiters(t))
+            r.update(bench_deadlock(t))
             # Last: it leaves thousands of lock parents behind.
             r.update(bench_many(t))
             failures += t.failures
