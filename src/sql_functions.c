@@ -18,6 +18,7 @@
 #include "lock_recipe.h"
 #include "lock_table.h"
 #include "lost_locks.h"
+#include "sql_functions.h"
 #include "stats.h"
 #include "zk_session.h"
 
@@ -230,15 +231,26 @@ zk_semaphore_release(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(release(name_arg(fcinfo, 0), LOCK_MODE_SEMAPHORE));
 }
 
-Datum
-zk_lock_release_all(PG_FUNCTION_ARGS)
+/*
+ * Release every session lock and semaphore of this backend, whatever its hold
+ * count, and wait until ZooKeeper has deleted their nodes; returns how many
+ * there were.  Transaction holds stay.  zk_lock_release_all() and DISCARD ALL.
+ */
+int
+zklock_release_all_session_locks(void)
 {
 	int			released;
 
 	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
 	released = lock_table_release_all_session();
 	lock_recipe_await_releases(true);
-	PG_RETURN_INT32(released);
+	return released;
+}
+
+Datum
+zk_lock_release_all(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(zklock_release_all_session_locks());
 }
 
 /* The token of the lock held in the strongest mode: exclusive, shared, semaphore. */
