@@ -111,9 +111,10 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 	if (mode == LOCK_MODE_SHARED)
 		writer = lock_table_find(name, LOCK_MODE_EXCLUSIVE);
 
+	/* Refuses a path this role may not use before connecting for nothing. */
+	req.parent = zklock_parent_path(name);
 	zh = zk_session_require(lock_table_count() > 0);
 	generation = zk_session_generation();
-	req.parent = zklock_parent_path(name);
 	req.mode = mode;
 	req.permits = permits;
 	req.own_writer = writer ? writer->node : NULL;
