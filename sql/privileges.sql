@@ -111,6 +111,44 @@ RESET ROLE;
 SELECT * FROM dblink('theirs', $$SELECT zk_lock_release_all()::text$$) AS t(r text);
 SELECT dblink_disconnect('theirs');
 
+-- Restricting zklock to some roles, as the README says: revoke from PUBLIC
+-- and grant to a role.  (It stays so: cleanup drops the extension.)
+CREATE ROLE zklock_users;
+DO $$
+DECLARE
+  obj record;
+BEGIN
+  FOR obj IN SELECT d.classid, d.objid
+               FROM pg_depend d JOIN pg_extension e ON d.refobjid = e.oid
+              WHERE e.extname = 'zklock' AND d.deptype = 'e'
+  LOOP
+    IF obj.classid = 'pg_proc'::regclass
+       AND obj.objid <> 'zk_lock_stats_reset()'::regprocedure THEN
+      EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', obj.objid::regprocedure);
+      EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO zklock_users', obj.objid::regprocedure);
+    ELSIF obj.classid = 'pg_class'::regclass THEN
+      EXECUTE format('REVOKE SELECT ON %s FROM PUBLIC', obj.objid::regclass);
+      EXECUTE format('GRANT SELECT ON %s TO zklock_users', obj.objid::regclass);
+    END IF;
+  END LOOP;
+END $$;
+SET ROLE zklock_user;
+SELECT sqlstate_of($$SELECT zk_lock_try_acquire('priv-restricted')$$);
+SELECT sqlstate_of($$SELECT zk_lock_release_all()$$);
+SELECT sqlstate_of($$SELECT * FROM zk_locks$$);
+SELECT sqlstate_of($$SELECT * FROM zk_cluster_locks$$);
+SELECT sqlstate_of($$SELECT * FROM zk_lock_holders('priv-restricted')$$);
+RESET ROLE;
+GRANT zklock_users TO zklock_user;
+SET ROLE zklock_user;
+SELECT zk_lock_try_acquire('priv-restricted');
+SELECT name FROM zk_locks;
+SELECT lock_name, holding FROM zk_cluster_locks WHERE lock_name = 'priv-restricted';
+SELECT zk_lock_release('priv-restricted');
+SELECT sqlstate_of('SELECT zk_lock_stats_reset()');
+RESET ROLE;
+
 ALTER ROLE zklock_user RESET zklock.absolute_paths;
-DROP ROLE zklock_user, zklock_other;
+DROP OWNED BY zklock_users;
+DROP ROLE zklock_user, zklock_other, zklock_users;
 SELECT * FROM my_locks;
