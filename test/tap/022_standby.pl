@@ -120,6 +120,14 @@ is( $standby->safe_psql('postgres',
 	'1 1', "the standby's statistics");
 is($standby->safe_psql('postgres', q{SELECT sessions_opened > 0 FROM zk_session_stats}),
 	't', 'and its session statistics');
+# Readable by an ordinary role (created on the primary, replicated).
+$primary->safe_psql('postgres', 'CREATE ROLE zk_reader');
+$primary->wait_for_catchup($standby);
+is( $standby->safe_psql('postgres', q{
+SET ROLE zk_reader;
+SELECT (SELECT count(*) > 0 FROM zk_lock_stats)::text || ' '
+       || (SELECT count(*) FROM zk_session_stats)::text}),
+	'true 1', 'an ordinary role reads the statistics on the standby');
 
 $b_holder->quit;
 finish_checks($zk, [ $standby, $primary, $node_b ]);
