@@ -15,7 +15,8 @@ OBJS = \
 	src/lock_queue.o \
 	src/node_info.o \
 	src/stats.o \
-	src/sql_functions.o
+	src/sql_functions.o \
+	src/utility_hook.o
 
 EXTENSION = zklock
 DATA = sql/zklock--1.0.sql sql/zklock--1.2.sql sql/zklock--1.0--1.1.sql sql/zklock--1.1--1.2.sql
@@ -30,7 +31,7 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter $(if $(WERROR),-Werror)
 # pg_regress and isolation tests need a running ZooKeeper and a temporary
 # instance pointed at it: test/run-all.sh provides both through
 # EXTRA_REGRESS_OPTS (--temp-instance, --temp-config).
-REGRESS = setup surface reentrancy names modes errors xact cleanup upgrade
+REGRESS = setup surface reentrancy names modes errors xact discard privileges cleanup upgrade
 ISOLATION = fifo try_timeout xact_locks abort_undo cancel_wait modes_order downgrade
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso
 TAP_TESTS = 1

@@ -12,6 +12,7 @@ LANGUAGE sql AS $$
            CASE d.classid WHEN 'pg_class'::regclass
              THEN pg_get_viewdef(d.objid) END,
            (SELECT proacl::text FROM pg_proc WHERE d.classid = 'pg_proc'::regclass AND oid = d.objid),
+           (SELECT relacl::text FROM pg_class WHERE d.classid = 'pg_class'::regclass AND oid = d.objid),
            obj_description(d.objid))
     FROM pg_depend d JOIN pg_extension e ON d.refobjid = e.oid
    WHERE e.extname = 'zklock' AND d.deptype = 'e'
@@ -35,6 +36,13 @@ SELECT 'only after update' AS where_, object FROM (TABLE updated EXCEPT TABLE fr
 UNION ALL
 SELECT 'only in fresh install', object FROM (TABLE fresh EXCEPT TABLE updated) AS y;
 SELECT count(*) > 20 AS compared_objects FROM fresh;
+-- What PUBLIC may do with the views, in both.
+SELECT c.relname, a.privilege_type
+  FROM pg_depend d JOIN pg_extension e ON d.refobjid = e.oid
+       JOIN pg_class c ON d.classid = 'pg_class'::regclass AND c.oid = d.objid,
+       aclexplode(c.relacl) AS a
+ WHERE e.extname = 'zklock' AND a.grantee = 0
+ ORDER BY 1;
 
 -- Statistics need the library preloaded, which this instance does not do.
 SELECT sqlstate_of('SELECT * FROM zk_lock_stats');

@@ -86,3 +86,9 @@ CREATE VIEW zk_session_stats AS SELECT * FROM zk_session_stats();
 
 COMMENT ON VIEW zk_session_stats IS
 'ZooKeeper sessions and requests of all backends of this server';
+
+
+-- The views go to the same roles as the functions behind them (PUBLIC):
+-- before 1.2 only superusers could read them.
+GRANT SELECT ON zk_locks, zk_cluster_locks, zk_lock_stats, zk_session_stats
+    TO PUBLIC;

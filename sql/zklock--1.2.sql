@@ -276,3 +276,11 @@ CREATE VIEW zk_session_stats AS SELECT * FROM zk_session_stats();
 
 COMMENT ON VIEW zk_session_stats IS
 'ZooKeeper sessions and requests of all backends of this server';
+
+-- Functions are executable by PUBLIC by default, views are not readable:
+-- the views go to the same roles as the functions behind them (a view's
+-- user must also be allowed to execute its function).  Every role may read
+-- every row of zk_cluster_locks, as it may read ZooKeeper's world-readable
+-- lock nodes and pg_locks; see "Security" in the README.
+GRANT SELECT ON zk_locks, zk_cluster_locks, zk_lock_stats, zk_session_stats
+    TO PUBLIC;

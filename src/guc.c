@@ -6,7 +6,9 @@
  * (auth) is superuser-only: an ordinary user must not be able to point the
  * backend at another ensemble or lock tree, nor read the credentials.  The
  * session timeout is superuser-only too, because it decides how long a
- * crashed holder blocks everybody else.
+ * crashed holder blocks everybody else.  So is the list of absolute ZooKeeper
+ * paths other roles may lock (absolute_paths): it opens parts of the
+ * ensemble outside zklock.root to them.
  */
 #include "postgres.h"
 
@@ -23,6 +25,7 @@ char	   *zklock_root = NULL;
 int			zklock_session_timeout = 10000;
 int			zklock_connect_timeout = 5000;
 char	   *zklock_auth = NULL;
+char	   *zklock_absolute_paths = NULL;
 int			zklock_on_lost_lock = ON_LOST_LOCK_ERROR;
 int			zklock_exclusive_naming = EXCLUSIVE_NAMING_MUTEX;
 int			zklock_log_level = ZOO_LOG_LEVEL_WARN;
@@ -133,28 +136,43 @@ check_hosts(char **newval, void **extra, GucSource source)
 static bool
 check_root(char **newval, void **extra, GucSource source)
 {
-	const char *s = *newval;
+	char	   *problem = zklock_subtree_problem("zklock.root",
+												 *newval ? *newval : "");
 
-	if (s == NULL || s[0] != '/')
+	if (problem != NULL)
 	{
-		GUC_check_errdetail("zklock.root must be an absolute ZooKeeper path, starting with \"/\".");
+		GUC_check_errdetail("%s", problem);
 		return false;
 	}
-	if (strcmp(s, "/") == 0)
+	return true;
+}
+
+/* Each entry a path that a setting may name as a subtree, none empty. */
+static bool
+check_absolute_paths(char **newval, void **extra, GucSource source)
+{
+	List	   *entries = zklock_split_path_list(*newval ? *newval : "");
+	ListCell   *lc;
+
+	foreach(lc, entries)
 	{
-		GUC_check_errdetail("zklock.root must not be the ZooKeeper root itself.");
-		return false;
+		const char *entry = lfirst(lc);
+		char	   *problem;
+
+		if (entry[0] == '\0')
+		{
+			GUC_check_errdetail("zklock.absolute_paths must not have empty entries.");
+			return false;
+		}
+		problem = zklock_subtree_problem(psprintf("Entry \"%s\" of zklock.absolute_paths", entry),
+										 entry);
+		if (problem != NULL)
+		{
+			GUC_check_errdetail("%s", problem);
+			return false;
+		}
 	}
-	if (strcmp(s, "/zookeeper") == 0 || strncmp(s, "/zookeeper/", 11) == 0)
-	{
-		GUC_check_errdetail("The /zookeeper subtree is reserved by ZooKeeper.");
-		return false;
-	}
-	if (!zklock_valid_znode_path(s))
-	{
-		GUC_check_errdetail("zklock.root must be a valid ZooKeeper path: no empty, \".\" or \"..\" components, no trailing \"/\", no control characters.");
-		return false;
-	}
+	list_free_deep(entries);
 	return true;
 }
 
@@ -178,6 +196,15 @@ zklock_define_gucs(void)
 							   PGC_SUSET,
 							   0,
 							   check_root, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.absolute_paths",
+							   "ZooKeeper paths at or below which roles that are not superusers may lock by absolute path.",
+							   "Comma-separated absolute paths; empty: only superusers use lock names that begin with \"/\".",
+							   &zklock_absolute_paths,
+							   "",
+							   PGC_SUSET,
+							   GUC_LIST_INPUT,
+							   check_absolute_paths, NULL, NULL);
 
 	DefineCustomIntVariable("zklock.session_timeout",
 							"ZooKeeper session timeout requested by each backend.",

@@ -10,6 +10,7 @@ extern char *zklock_root;
 extern int	zklock_session_timeout;
 extern int	zklock_connect_timeout;
 extern char *zklock_auth;
+extern char *zklock_absolute_paths;
 extern int	zklock_on_lost_lock;
 extern int	zklock_exclusive_naming;
 extern int	zklock_log_level;

@@ -11,13 +11,17 @@
  *
  * A name that begins with '/' is an absolute znode path instead (below the
  * chroot of zklock.hosts, if any), used as the lock's parent as it is, so
- * that zklock can share locks with Curator, Kazoo and other clients.
+ * that zklock can share locks with Curator, Kazoo and other clients.  Only
+ * superusers may use any such path; other roles only those that
+ * zklock.absolute_paths allows (see zklock_parent_path).
  */
 #include "postgres.h"
 
 #include <ctype.h>
 
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
 
 #include "guc.h"
 #include "lock_name.h"
@@ -54,7 +58,7 @@ zklock_check_name(const char *name)
 				 errmsg("lock name \"%s\" is not a valid ZooKeeper path", name),
 				 errdetail("A lock name that begins with \"/\" is an absolute path: its components must be non-empty, not \".\" or \"..\", without control characters, and it must not end with \"/\"."),
 				 errhint("Names without a leading \"/\" may contain any characters.")));
-	if (strcmp(name, "/zookeeper") == 0 || strncmp(name, "/zookeeper/", 11) == 0)
+	if (zklock_in_reserved_tree(name))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lock name \"%s\" is inside ZooKeeper's reserved /zookeeper tree", name)));
@@ -82,7 +86,44 @@ zklock_encode_name(const char *name)
 	return buf.data;
 }
 
-/* The parent znode whose children queue for the lock called name. */
+/*
+ * ERROR (42501) unless the current role may use path, the absolute path of a
+ * lock name: superusers any, other roles only paths at or below an entry of
+ * zklock.absolute_paths, matched by whole components ("/a/b" allows "/a/b"
+ * and "/a/b/c", not "/a/bc").  Otherwise any role could create nodes
+ * anywhere in the ensemble, or read any node's children and data through
+ * zk_lock_queue.  The current role is the one superuser() sees, so a
+ * superuser's SECURITY DEFINER function may hand one path to other roles.
+ */
+static void
+check_path_access(const char *path)
+{
+	List	   *prefixes;
+	ListCell   *lc;
+
+	if (superuser())
+		return;
+	prefixes = zklock_split_path_list(zklock_absolute_paths);
+	foreach(lc, prefixes)
+	{
+		const char *prefix = lfirst(lc);
+		size_t		n = strlen(prefix);
+
+		if (strncmp(path, prefix, n) == 0 && (path[n] == '\0' || path[n] == '/'))
+			return;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied for ZooKeeper path \"%s\"", path),
+			 errdetail("A lock name that begins with \"/\" is an absolute ZooKeeper path; only superusers may use one that is not at or below a path of zklock.absolute_paths."),
+			 errhint("Use a name without a leading \"/\", which lives below zklock.root, or ask a superuser to add the path to zklock.absolute_paths.")));
+}
+
+/*
+ * The parent znode whose children queue for the lock called name.  The only
+ * way from a lock name to ZooKeeper, for locking and for reading a queue:
+ * an absolute path the current role may not use fails here (42501).
+ */
 char *
 zklock_parent_path(const char *name)
 {
@@ -90,7 +131,10 @@ zklock_parent_path(const char *name)
 	char	   *path;
 
 	if (name[0] == '/')
+	{
+		check_path_access(name);
 		return pstrdup(name);
+	}
 	encoded = zklock_encode_name(name);
 	path = psprintf("%s/%s", zklock_root, encoded);
 
@@ -129,6 +173,61 @@ zklock_valid_znode_path(const char *path)
 			return false;
 	}
 	return *p == '\0';
+}
+
+/* Is path /zookeeper or below it, the tree ZooKeeper keeps for itself? */
+bool
+zklock_in_reserved_tree(const char *path)
+{
+	return strcmp(path, "/zookeeper") == 0 || strncmp(path, "/zookeeper/", 11) == 0;
+}
+
+/*
+ * Why path cannot be the top of a subtree named in a zklock setting
+ * (zklock.root, an entry of zklock.absolute_paths), as a detail sentence
+ * about what; NULL if it can be.
+ */
+char *
+zklock_subtree_problem(const char *what, const char *path)
+{
+	if (path[0] != '/')
+		return psprintf("%s must be an absolute ZooKeeper path, starting with \"/\".", what);
+	if (strcmp(path, "/") == 0)
+		return psprintf("%s must not be the ZooKeeper root itself.", what);
+	if (zklock_in_reserved_tree(path))
+		return psprintf("%s is inside the /zookeeper subtree, which ZooKeeper reserves.", what);
+	if (!zklock_valid_znode_path(path))
+		return psprintf("%s must be a valid ZooKeeper path: no empty, \".\" or \"..\" components, no trailing \"/\", no control characters.", what);
+	return NULL;
+}
+
+/*
+ * The entries of a comma-separated list of paths (zklock.absolute_paths),
+ * without the blanks around them, as a List of palloc'd strings; an empty
+ * entry is an empty string.  An empty or blank list has no entries.
+ */
+List *
+zklock_split_path_list(const char *list)
+{
+	List	   *entries = NIL;
+	const char *p = list;
+
+	if (p[strspn(p, " \t")] == '\0')
+		return NIL;
+	for (;;)
+	{
+		const char *end = strchr(p, ',');
+		const char *stop = end ? end : p + strlen(p);
+
+		while (p < stop && (*p == ' ' || *p == '\t'))
+			p++;
+		while (stop > p && (stop[-1] == ' ' || stop[-1] == '\t'))
+			stop--;
+		entries = lappend(entries, pnstrdup(p, stop - p));
+		if (end == NULL)
+			return entries;
+		p = end + 1;
+	}
 }
 
 /*

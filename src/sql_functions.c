@@ -18,6 +18,7 @@
 #include "lock_recipe.h"
 #include "lock_table.h"
 #include "lost_locks.h"
+#include "sql_functions.h"
 #include "stats.h"
 #include "zk_session.h"
 
@@ -111,10 +112,11 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 	if (mode == LOCK_MODE_SHARED)
 		writer = lock_table_find(name, LOCK_MODE_EXCLUSIVE);
 
+	/* Refuses a path this role may not use before connecting for nothing. */
+	req.parent = zklock_parent_path(name);
 	zh = zk_session_require(lock_table_count() > 0);
 	generation = zk_session_generation();
 	req.name = name;
-	req.parent = zklock_parent_path(name);
 	req.mode = mode;
 	req.permits = permits;
 	req.own_writer = writer ? writer->node : NULL;
@@ -232,15 +234,26 @@ zk_semaphore_release(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(release(name_arg(fcinfo, 0), LOCK_MODE_SEMAPHORE));
 }
 
-Datum
-zk_lock_release_all(PG_FUNCTION_ARGS)
+/*
+ * Release every session lock and semaphore of this backend, whatever its hold
+ * count, and wait until ZooKeeper has deleted their nodes; returns how many
+ * there were.  Transaction holds stay.  zk_lock_release_all() and DISCARD ALL.
+ */
+int
+zklock_release_all_session_locks(void)
 {
 	int			released;
 
 	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
 	released = lock_table_release_all_session();
 	lock_recipe_await_releases(true);
-	PG_RETURN_INT32(released);
+	return released;
+}
+
+Datum
+zk_lock_release_all(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(zklock_release_all_session_locks());
 }
 
 /* The token of the lock held in the strongest mode: exclusive, shared, semaphore. */

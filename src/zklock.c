@@ -1,7 +1,7 @@
 /*
  * zklock.c
- *	  Module entry point: settings, transaction callbacks and, when preloaded,
- *	  shared memory for statistics.
+ *	  Module entry point: settings, transaction callbacks, the DISCARD ALL
+ *	  hook and, when preloaded, shared memory for statistics.
  *
  * Nothing connects here.  Under shared_preload_libraries this runs in the
  * postmaster, and the ZooKeeper client's threads would not survive fork();
@@ -13,6 +13,7 @@
 
 #include "guc.h"
 #include "stats.h"
+#include "utility_hook.h"
 #include "xact_hooks.h"
 
 PG_MODULE_MAGIC;
@@ -24,5 +25,6 @@ _PG_init(void)
 {
 	zklock_define_gucs();
 	zklock_register_xact_hooks();
+	zklock_install_utility_hook();
 	stats_init();
 }

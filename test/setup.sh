@@ -17,6 +17,8 @@ zklock_packages=(
 	python3-kazoo
 	libcurator-recipes-java
 	openjdk-17-jdk-headless
+	pgbouncer
+	postgresql-15-cron
 )
 
 zklock_install_packages()

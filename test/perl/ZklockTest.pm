@@ -20,7 +20,7 @@ use Time::HiRes qw(sleep time);
 use ZkServer;
 
 our @EXPORT = qw(
-  ZK_ROOT start_zk zk_node
+  ZK_ROOT start_zk zk_node zk_configure
   no_orphans_ok tree_empty_ok
   install_cs_log check_critical_sections
   wait_for_wait_event elapsed_since
@@ -39,19 +39,28 @@ sub start_zk
 	return $zk;
 }
 
+# Point an initialized node at $zk, as cluster_name $node->name; %conf adds
+# settings.
+sub zk_configure
+{
+	my ($node, $zk, %conf) = @_;
+	my %settings = (
+		'zklock.hosts' => $zk->hosts,
+		'zklock.root' => ZK_ROOT,
+		'cluster_name' => $node->name,
+		%conf);
+	$node->append_conf('postgresql.conf',
+		join '', map { "$_ = '$settings{$_}'\n" } sort keys %settings);
+	return;
+}
+
 # A started PostgreSQL node with zklock pointed at $zk; %conf adds settings.
 sub zk_node
 {
 	my ($name, $zk, %conf) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init;
-	my %settings = (
-		'zklock.hosts' => $zk->hosts,
-		'zklock.root' => ZK_ROOT,
-		'cluster_name' => $name,
-		%conf);
-	$node->append_conf('postgresql.conf',
-		join '', map { "$_ = '$settings{$_}'\n" } sort keys %settings);
+	zk_configure($node, $zk, %conf);
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION zklock');
 	return $node;
