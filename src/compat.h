@@ -1,47 +1,18 @@
 /*
  * compat.h
- *	  What differs between the PostgreSQL majors zklock supports (13 to 17).
+ *	  What differs between the PostgreSQL majors zklock supports (15 to 18).
  */
 #ifndef ZKLOCK_COMPAT_H
 #define ZKLOCK_COMPAT_H
+
+#if PG_VERSION_NUM < 150000
+#error "zklock needs PostgreSQL 15 or later"
+#endif
 
 #include "common/jsonapi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/tuplestore.h"
-
-#if PG_VERSION_NUM < 130000
-#error "zklock needs PostgreSQL 13 or later"
-#endif
-
-/* Before 14, string keys were the default and had no flag. */
-#if PG_VERSION_NUM < 140000
-#define HASH_STRINGS 0
-#endif
-
-/* InitMaterializedSRF appeared in 15; before, set the tuplestore up by hand. */
-#if PG_VERSION_NUM < 150000
-static inline void
-InitMaterializedSRF(FunctionCallInfo fcinfo, bits32 flags)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	MemoryContext old;
-	TupleDesc	desc;
-
-	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
-		!(rsinfo->allowedModes & SFRM_Materialize))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("set-valued function called in context that cannot accept a set")));
-	old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	rsinfo->returnMode = SFRM_Materialize;
-	rsinfo->setResult = tuplestore_begin_heap(true, false, work_mem);
-	rsinfo->setDesc = CreateTupleDescCopy(desc);
-	MemoryContextSwitchTo(old);
-}
-#endif
 
 /* A JSON lexer over a C string: 17 takes the context to fill. */
 static inline JsonLexContext *

@@ -72,9 +72,7 @@ typedef struct StatsShared
 static StatsShared *shared = NULL;
 static HTAB *lock_stats = NULL;
 
-#if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
-#endif
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 /* This backend's wait in progress, so that exit can undo its count. */
@@ -91,10 +89,8 @@ stats_size(void)
 static void
 stats_shmem_request(void)
 {
-#if PG_VERSION_NUM >= 150000
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-#endif
 	RequestAddinShmemSpace(stats_size());
 	RequestNamedLWLockTranche("zklock", 1);
 }
@@ -157,12 +153,8 @@ stats_init(void)
 							0,
 							NULL, NULL, NULL);
 
-#if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = stats_shmem_request;
-#else
-	stats_shmem_request();
-#endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = stats_shmem_startup;
 }
