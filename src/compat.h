@@ -1,6 +1,6 @@
 /*
  * compat.h
- *	  What differs between the PostgreSQL majors zklock supports (15 to 18).
+ *	  What differs between the PostgreSQL majors zklock supports (15 to 19).
  */
 #ifndef ZKLOCK_COMPAT_H
 #define ZKLOCK_COMPAT_H
@@ -12,7 +12,32 @@
 #include "common/jsonapi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/shmem.h"
 #include "utils/tuplestore.h"
+
+/*
+ * get_database_name: declared in commands/dbcommands.h up to 18, in
+ * utils/lsyscache.h from 19 on.
+ */
+#if PG_VERSION_NUM >= 190000
+#include "utils/lsyscache.h"
+#else
+#include "commands/dbcommands.h"
+#endif
+
+/*
+ * A shared hash table created at its full size: 19 dropped ShmemInitHash's
+ * initial size (tables get their maximum size at once, as ours always did).
+ */
+static inline HTAB *
+zk_shmem_init_hash(const char *name, long nelems, HASHCTL *info, int flags)
+{
+#if PG_VERSION_NUM >= 190000
+	return ShmemInitHash(name, nelems, info, flags);
+#else
+	return ShmemInitHash(name, nelems, nelems, info, flags);
+#endif
+}
 
 /* A JSON lexer over a C string: 17 takes the context to fill. */
 static inline JsonLexContext *

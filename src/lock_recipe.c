@@ -26,7 +26,6 @@
 
 #include <unistd.h>
 
-#include "commands/dbcommands.h"
 #include "common/hashfn.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
@@ -39,6 +38,7 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "guc.h"
 #include "lock_recipe.h"
 #include "zk_bridge.h"

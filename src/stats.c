@@ -16,6 +16,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -115,9 +116,9 @@ stats_shmem_startup(void)
 	}
 	ctl.keysize = ZKLOCK_NAME_MAX + 1;
 	ctl.entrysize = sizeof(LockStats);
-	lock_stats = ShmemInitHash("zklock lock stats", zklock_max_tracked_locks,
-							   zklock_max_tracked_locks, &ctl,
-							   HASH_ELEM | HASH_STRINGS);
+	lock_stats = zk_shmem_init_hash("zklock lock stats",
+									zklock_max_tracked_locks, &ctl,
+									HASH_ELEM | HASH_STRINGS);
 	LWLockRelease(AddinShmemInitLock);
 }
 
