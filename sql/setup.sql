@@ -2,7 +2,19 @@
 CREATE EXTENSION zklock;
 CREATE EXTENSION dblink;
 
-\dx+ zklock
+-- The extension's members, as \dx+ lists them, less the row types of its
+-- views and their array types: newer majors record those as members of
+-- their own, 15 does not, and they come and go with the views anyway.
+CREATE VIEW zklock_members AS
+  SELECT pg_describe_object(d.classid, d.objid, 0) AS member
+    FROM pg_depend d JOIN pg_extension e ON d.refobjid = e.oid
+   WHERE d.refclassid = 'pg_extension'::regclass AND e.extname = 'zklock'
+     AND d.deptype = 'e'
+     AND NOT EXISTS (SELECT FROM pg_type t LEFT JOIN pg_type elem ON elem.oid = t.typelem
+                      WHERE d.classid = 'pg_type'::regclass AND t.oid = d.objid
+                        AND (t.typrelid <> 0 OR elem.typrelid <> 0))
+   ORDER BY pg_describe_object(d.classid, d.objid, 0) COLLATE "C";
+SELECT * FROM zklock_members;
 
 -- Run a query in a brand-new session, which lets go of every lock it took
 -- before it returns (a disconnect alone frees them a moment later).

@@ -30,7 +30,7 @@ DROP EXTENSION zklock;
 CREATE EXTENSION zklock;
 SELECT extversion FROM pg_extension WHERE extname = 'zklock';
 CREATE TABLE fresh AS SELECT * FROM zklock_objects();
-\dx+ zklock
+SELECT * FROM zklock_members;
 
 SELECT 'only after update' AS where_, object FROM (TABLE updated EXCEPT TABLE fresh) AS x
 UNION ALL

@@ -1,47 +1,43 @@
 /*
  * compat.h
- *	  What differs between the PostgreSQL majors zklock supports (13 to 17).
+ *	  What differs between the PostgreSQL majors zklock supports (15 to 19).
  */
 #ifndef ZKLOCK_COMPAT_H
 #define ZKLOCK_COMPAT_H
 
+#if PG_VERSION_NUM < 150000
+#error "zklock needs PostgreSQL 15 or later"
+#endif
+
 #include "common/jsonapi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/shmem.h"
 #include "utils/tuplestore.h"
 
-#if PG_VERSION_NUM < 130000
-#error "zklock needs PostgreSQL 13 or later"
+/*
+ * get_database_name: declared in commands/dbcommands.h up to 18, in
+ * utils/lsyscache.h from 19 on.
+ */
+#if PG_VERSION_NUM >= 190000
+#include "utils/lsyscache.h"
+#else
+#include "commands/dbcommands.h"
 #endif
 
-/* Before 14, string keys were the default and had no flag. */
-#if PG_VERSION_NUM < 140000
-#define HASH_STRINGS 0
-#endif
-
-/* InitMaterializedSRF appeared in 15; before, set the tuplestore up by hand. */
-#if PG_VERSION_NUM < 150000
-static inline void
-InitMaterializedSRF(FunctionCallInfo fcinfo, bits32 flags)
+/*
+ * A shared hash table created at its full size: 19 dropped ShmemInitHash's
+ * initial size (tables get their maximum size at once, as ours always did).
+ */
+static inline HTAB *
+zk_shmem_init_hash(const char *name, long nelems, HASHCTL *info, int flags)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	MemoryContext old;
-	TupleDesc	desc;
-
-	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
-		!(rsinfo->allowedModes & SFRM_Materialize))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("set-valued function called in context that cannot accept a set")));
-	old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	rsinfo->returnMode = SFRM_Materialize;
-	rsinfo->setResult = tuplestore_begin_heap(true, false, work_mem);
-	rsinfo->setDesc = CreateTupleDescCopy(desc);
-	MemoryContextSwitchTo(old);
-}
+#if PG_VERSION_NUM >= 190000
+	return ShmemInitHash(name, nelems, info, flags);
+#else
+	return ShmemInitHash(name, nelems, nelems, info, flags);
 #endif
+}
 
 /*
  * A JSON lexer over len bytes that resolves escapes (so that \u0000 fails,

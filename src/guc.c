@@ -267,9 +267,5 @@ zklock_define_gucs(void)
 							 0,
 							 NULL, assign_log_level, NULL);
 
-#if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("zklock");
-#else
-	EmitWarningsOnPlaceholders("zklock");
-#endif
 }

@@ -33,6 +33,7 @@
 #include "utils/memutils.h"
 #include "utils/timeout.h"
 
+#include "compat.h"
 #include "guc.h"
 #include "deadlock.h"
 #include "lock_recipe.h"

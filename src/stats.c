@@ -16,6 +16,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -74,9 +75,7 @@ typedef struct StatsShared
 static StatsShared *shared = NULL;
 static HTAB *lock_stats = NULL;
 
-#if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
-#endif
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 /* This backend's wait in progress, so that exit can undo its count. */
@@ -93,10 +92,8 @@ stats_size(void)
 static void
 stats_shmem_request(void)
 {
-#if PG_VERSION_NUM >= 150000
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-#endif
 	RequestAddinShmemSpace(stats_size());
 	RequestNamedLWLockTranche("zklock", 1);
 }
@@ -121,9 +118,9 @@ stats_shmem_startup(void)
 	}
 	ctl.keysize = ZKLOCK_NAME_MAX + 1;
 	ctl.entrysize = sizeof(LockStats);
-	lock_stats = ShmemInitHash("zklock lock stats", zklock_max_tracked_locks,
-							   zklock_max_tracked_locks, &ctl,
-							   HASH_ELEM | HASH_STRINGS);
+	lock_stats = zk_shmem_init_hash("zklock lock stats",
+									zklock_max_tracked_locks, &ctl,
+									HASH_ELEM | HASH_STRINGS);
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -159,12 +156,8 @@ stats_init(void)
 							0,
 							NULL, NULL, NULL);
 
-#if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = stats_shmem_request;
-#else
-	stats_shmem_request();
-#endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = stats_shmem_startup;
 }

@@ -1,18 +1,23 @@
 #!/bin/bash
-# Builds the Debian package of zklock (postgresql-15-zklock on Debian 12) from
-# this tree with dpkg-buildpackage, installs it, and checks that its files are
-# where PostgreSQL looks for them.  As root, on a fresh Debian 12 machine.
+# Builds the Debian package of zklock (postgresql-NN-zklock) from this tree
+# with dpkg-buildpackage, installs it, and checks that its files are where
+# PostgreSQL looks for them.  As root, on a fresh Debian 12 machine, or in a
+# chroot of another Debian release (test/majors.sh).
 #
 #   bash test/package.sh [OUTDIR]
 #
+# It builds for every PostgreSQL major whose server headers are installed
+# (pg_buildext's "installed", within debian/pgversions), or for the majors in
+# $ZKLOCK_PACKAGE_MAJORS: postgresql-15-zklock on Debian 12.
+#
 # The .deb files are copied to OUTDIR (or $ZKLOCK_DEB_DIR, or a new
 # /tmp/zklock-deb.XXXXXX); the last line printed is the path of the installed
-# .deb.  The regression tests are not run here: the package build cannot run
-# them (they need ZooKeeper), test/run-all.sh runs them against the installed
-# package.  Exits non-zero on any failure.
+# .deb (one line per major).  The regression tests are not run here: the
+# package build cannot run them (they need ZooKeeper), test/suites.sh runs
+# them against the installed package.  Exits non-zero on any failure.
 set -euo pipefail
 
-# ZKLOCK_SRC, zklock_packages and zklock_install_packages.
+# ZKLOCK_SRC, zklock_packages, zklock_install_packages and zklock_copy_tree.
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -42,31 +47,23 @@ tree=$work/zklock-${version%-*}
 mkdir "$tree"
 
 echo "== copying the tree to $tree"
-if git -C "$ZKLOCK_SRC" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-	# The work tree as it is, committed or not: tracked files (unless
-	# deleted) and new files that .gitignore does not exclude.  Build
-	# products are left out; a stale src/*.o of the checkout would otherwise
-	# be taken for up to date by the VPATH build.
-	(
-		cd "$ZKLOCK_SRC"
-		git ls-files -z --cached --others --exclude-standard |
-			while IFS= read -r -d '' f; do
-				if [ -e "$f" ] || [ -L "$f" ]; then
-					printf '%s\0' "$f"
-				fi
-			done |
-			tar --null -T - -cf -
-	) | tar -C "$tree" -xf -
-else
-	# Not a git checkout: everything; the package build's clean step
-	# (debian/rules clean) removes the build products first.
-	cp -a "$ZKLOCK_SRC/." "$tree"
-fi
+zklock_copy_tree "$tree"
 
+# pg_buildext (here and in debian/rules) builds for the majors that
+# PG_SUPPORTED_VERSIONS names and debian/pgversions lists.
+export PG_SUPPORTED_VERSIONS=${ZKLOCK_PACKAGE_MAJORS:-installed}
 majors=$(cd "$tree" && pg_buildext supported-versions)
 if [ -z "$majors" ]; then
-	echo "no PostgreSQL major both in debian/pgversions and supported here" >&2
+	echo "no PostgreSQL major both in debian/pgversions and installed here" >&2
 	exit 1
+fi
+# debian/control, generated from control.in, names one package per major:
+# the committed one is Debian 12's (postgresql-15-zklock).  For other majors
+# generate it in the copy; the build would refuse a stale one.
+listed=$(sed -n 's/^Package: postgresql-\([0-9]*\)-zklock$/\1/p' "$tree/debian/control")
+if [ "$(echo $listed)" != "$(echo $majors)" ]; then
+	echo "== debian/control for PostgreSQL $(echo $majors) (the committed one is for $(echo $listed))"
+	(cd "$tree" && pg_buildext updatecontrol) >/dev/null
 fi
 
 echo "== dpkg-buildpackage -us -uc -b (PostgreSQL $(echo $majors))"

@@ -1,104 +1,152 @@
 #!/bin/bash
-# The whole zklock test suite, on a fresh Debian 12 machine, as root:
-# installs what it needs, builds, installs, runs pg_regress, the isolation
-# specs and the TAP tests against ZooKeeper servers it starts, and stops
-# everything it started.  Exit status 0 only if every suite passed.
+# The whole zklock test suite, on a fresh Debian 12 machine, as root: for
+# every PostgreSQL major below, builds zklock with -Werror, installs it and
+# runs pg_regress, the isolation specs, the TAP tests and the Debian package
+# checks against ZooKeeper servers it starts on 127.0.0.1, and stops
+# everything it started.  PostgreSQL 15 runs natively; the others in chroots
+# of the Debian releases that ship them (test/majors.sh), made on first use
+# and cached.  Prints a summary per major; exit status 0 only if every part
+# passed.
+#
+# ZKLOCK_MAJORS and ZKLOCK_SUITES pick majors and suites for a quicker run,
+# e.g. ZKLOCK_MAJORS=15 ZKLOCK_SUITES="pg_regress isolation".
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
-zklock_setup
 
-work=$(mktemp -d /tmp/zklock-test.XXXXXX)
-zkdir=$work/zk
-cleanup()
+# What runs where: major, where (native, or the chroot of test/majors.sh),
+# suites.  The TAP suite runs on 15 and on the newest stable major.
+matrix=(
+	"15 native       pg_regress isolation TAP package"
+	"17 trixie       pg_regress isolation package"
+	"18 sid          pg_regress isolation TAP package"
+	"19 experimental pg_regress isolation TAP package"
+)
+# Majors whose TAP run is only these scripts: 19 has one code path of its
+# own at run time, the statistics' shared memory, which only a TAP test (with
+# zklock preloaded) reaches.
+declare -A tap_subset=(
+	[19]="test/tap/007_stats.pl"
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "run this as root: it installs packages, the extension and chroots" >&2
+	exit 1
+fi
+
+wanted_major()
 {
-	"$ZKLOCK_SRC/test/zk/zkctl" stop "$zkdir" || true
-	if [ "${KEEP_TEST_DIR:-}" = "" ]; then rm -rf "$work"; fi
-}
-trap cleanup EXIT
-
-# PostgreSQL refuses to run as root: the tests run as postgres, in a copy of
-# the tree that postgres can write to.
-cp -a "$ZKLOCK_SRC/." "$work/tree"
-chown -R postgres: "$work"
-
-echo "== starting ZooKeeper for pg_regress and isolation tests"
-hosts=$("$ZKLOCK_SRC/test/zk/zkctl" start "$zkdir")
-echo "   $hosts"
-cat > "$work/regress.conf" <<CONF
-zklock.hosts = '$hosts'
-zklock.root = '/zklock_regress'
-zklock.session_timeout = 4000
-max_prepared_transactions = 2
-CONF
-
-# Host names under .zklock.test are answered by a stand-in for DNS, so that
-# the tests send no query to a name server.
-cc -shared -fPIC -O2 -Wall -Werror -o "$work/fakedns.so" "$ZKLOCK_SRC/test/zk/fakedns.c" -ldl
-
-as_postgres()
-{
-	runuser -u postgres -- env PATH="$PATH" LD_PRELOAD="$work/fakedns.so" "$@"
-}
-
-failed=()
-# ZKLOCK_SUITES picks suites for a quicker run, e.g. "pg_regress isolation".
-wanted()
-{
-	case " ${ZKLOCK_SUITES:-pg_regress isolation TAP package} " in
+	case " ${ZKLOCK_MAJORS:-15 17 18 19} " in
 		*" $1 "*) return 0 ;;
 		*) return 1 ;;
 	esac
 }
 
-suite()
-{
-	local name=$1
-	shift
-	wanted "$name" || return 0
-	echo "== $name"
-	if ! as_postgres make -C "$work/tree" -s "$@"; then
-		failed+=("$name")
-		for diffs in "$work"/tree/regression.diffs "$work"/tree/output_iso/regression.diffs; do
-			[ -f "$diffs" ] && cat "$diffs"
-		done
+# The host runs ZooKeeper for every major (the chroots reach it over the
+# shared loopback) and checks its tree with Kazoo; debootstrap makes chroots.
+for entry in "${matrix[@]}"; do
+	read -r major where _ <<<"$entry"
+	if wanted_major "$major" && [ "$where" != native ]; then
+		zklock_packages+=(debootstrap)
+		break
 	fi
-	return 0
+done
+zklock_install_packages
+
+work=$(mktemp -d /tmp/zklock-test.XXXXXX)
+results=$work/results
+: >"$results"
+zkdir=""
+cleanup()
+{
+	if [ -n "$zkdir" ]; then "$ZKLOCK_SRC/test/zk/zkctl" stop "$zkdir" || true; fi
+	if [ "${KEEP_TEST_DIR:-}" = "" ]; then rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+record()
+{
+	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$results"
 }
 
-temp_opts="--temp-instance=$work/tmp_instance --temp-config=$work/regress.conf"
-suite "pg_regress" installcheck ISOLATION= TAP_TESTS= EXTRA_REGRESS_OPTS="$temp_opts"
-suite "isolation" installcheck REGRESS= TAP_TESTS= EXTRA_REGRESS_OPTS="$temp_opts"
-# Every session of those suites has ended: no lock node may be left.
-echo "== ZooKeeper tree after pg_regress and isolation"
-leftover=$(/usr/bin/python3 "$ZKLOCK_SRC/test/zk/zktree.py" "$hosts" /zklock_regress | awk -F'\t' '$2 != "0x0"')
-if [ -n "$leftover" ]; then
-	echo "ephemeral nodes left behind:"
-	echo "$leftover"
-	failed+=("leftover nodes")
-else
-	echo "   no ephemeral node left"
-fi
-
-suite "TAP" installcheck REGRESS= ISOLATION= PROVE_FLAGS="--timer"
-
-# The Debian package: built, installed over what `make install` put there,
-# and pg_regress run again against the packaged files.
-if wanted package; then
-	echo "== building and installing the Debian package"
-	if bash "$ZKLOCK_SRC/test/package.sh" "$work/debs" &&
-		dpkg -S "$(pg_config --pkglibdir)/zklock.so" | grep -q '^postgresql-15-zklock:'; then
-		suite "package" installcheck ISOLATION= TAP_TESTS= EXTRA_REGRESS_OPTS="$temp_opts"
+# One major: a fresh ZooKeeper for its pg_regress and isolation runs, the
+# suites, and then the check that no lock node outlived its session.
+run_major()
+{
+	local major=$1 where=$2 suites=$3 hosts leftover label status=0 start=$SECONDS
+	zkdir=$work/zk-$major
+	echo "== starting ZooKeeper for PostgreSQL $major"
+	hosts=$("$ZKLOCK_SRC/test/zk/zkctl" start "$zkdir")
+	echo "   $hosts"
+	if [ "$where" = native ]; then
+		label="$(. /etc/os-release && echo "$VERSION_CODENAME") (native)"
+		ZKLOCK_RESULTS=$results ZKLOCK_WHERE=$label ZKLOCK_SUITES=$suites \
+			ZKLOCK_TAP_TESTS=${tap_subset[$major]:-} \
+			bash "$ZKLOCK_SRC/test/suites.sh" "$major" "$hosts" || status=$?
 	else
-		failed+=("package build")
+		label="$where chroot"
+		ZKLOCK_RESULTS=$results ZKLOCK_SUITES=$suites \
+			ZKLOCK_TAP_TESTS=${tap_subset[$major]:-} \
+			bash "$ZKLOCK_SRC/test/majors.sh" "$where" "$major" "$hosts" || status=$?
 	fi
-fi
+	# Every session of those suites has ended: no lock node may be left.
+	echo "== ZooKeeper tree after PostgreSQL $major"
+	if ! leftover=$(/usr/bin/python3 "$ZKLOCK_SRC/test/zk/zktree.py" "$hosts" /zklock_regress | awk -F'\t' '$2 != "0x0"'); then
+		record "$major" "$label" "no node left" FAILED "could not read the tree" 0
+	elif [ -n "$leftover" ]; then
+		echo "ephemeral nodes left behind:"
+		echo "$leftover"
+		record "$major" "$label" "no node left" FAILED "$(echo "$leftover" | wc -l) ephemeral nodes left" 0
+	else
+		echo "   no ephemeral node left"
+		record "$major" "$label" "no node left" ok "" 0
+	fi
+	"$ZKLOCK_SRC/test/zk/zkctl" stop "$zkdir" || true
+	zkdir=""
+	major_time[$major]=$((SECONDS - start))
+	if [ $status -ne 0 ] && ! awk -F'\t' -v m="$major" '$1 == m && $4 != "ok"' "$results" | grep -q .; then
+		# Failed before it could say what failed.
+		record "$major" "$label" "run" FAILED "exit status $status" 0
+	fi
+}
 
-if [ ${#failed[@]} -gt 0 ]; then
-	echo "== FAILED: ${failed[*]}"
-	for log in "$work"/tree/tmp_check/log/*; do
-		[ -f "$log" ] && { echo "--- $log"; tail -n 80 "$log"; }
+declare -A major_time=()
+run_start=$SECONDS
+for entry in "${matrix[@]}"; do
+	read -r major where suites <<<"$entry"
+	wanted_major "$major" || continue
+	selected=""
+	for s in $suites; do
+		case " ${ZKLOCK_SUITES:-pg_regress isolation TAP package} " in
+			*" $s "*) selected+="$s " ;;
+		esac
 	done
+	if [ -n "$selected" ]; then
+		run_major "$major" "$where" "$selected"
+	fi
+done
+
+mmss()
+{
+	printf '%dm%02ds' $(($1 / 60)) $(($1 % 60))
+}
+
+echo
+echo "== summary"
+printf '%-5s %-18s %-22s %-7s %-9s %s\n' major where part result time counts
+while IFS=$'\t' read -r major where part status counts seconds; do
+	printf '%-5s %-18s %-22s %-7s %-9s %s\n' "$major" "$where" "$part" "$status" "$(mmss "$seconds")" "$counts"
+done <"$results"
+for entry in "${matrix[@]}"; do
+	read -r major _ <<<"$entry"
+	if [ -n "${major_time[$major]:-}" ]; then
+		printf 'PostgreSQL %s: %s\n' "$major" "$(mmss "${major_time[$major]}")"
+	fi
+done
+printf 'total: %s\n' "$(mmss $((SECONDS - run_start)))"
+
+if awk -F'\t' '$4 != "ok"' "$results" | grep -q .; then
+	echo "== FAILED: $(awk -F'\t' '$4 != "ok" { printf "%s%s %s", sep, $1, $3; sep = ", " }' "$results")"
 	exit 1
 fi
 echo "== all test suites passed"

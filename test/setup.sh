@@ -5,7 +5,10 @@
 set -euo pipefail
 
 ZKLOCK_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-export PATH=/usr/lib/postgresql/15/bin:$PATH
+# The PostgreSQL major to build and test: Debian 12's, unless test/majors.sh
+# runs us in a chroot of a Debian release that ships another one.
+ZKLOCK_PG_MAJOR=${ZKLOCK_PG_MAJOR:-15}
+export PATH=/usr/lib/postgresql/$ZKLOCK_PG_MAJOR/bin:$PATH
 
 zklock_packages=(
 	build-essential
@@ -24,6 +27,11 @@ zklock_packages=(
 zklock_install_packages()
 {
 	local missing=()
+	# In a chroot, test/majors.sh installed that release's packages from its
+	# own list (these names are Debian 12's).
+	if [ -n "${ZKLOCK_IN_CHROOT:-}" ]; then
+		return 0
+	fi
 	for p in "${zklock_packages[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
 			missing+=("$p")
@@ -33,6 +41,32 @@ zklock_install_packages()
 		export DEBIAN_FRONTEND=noninteractive
 		apt-get update -qq
 		apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	fi
+}
+
+# Copies the tree to DEST (a new or empty directory) without build products:
+# in a git checkout the work tree as it is, committed or not (tracked files
+# unless deleted, and new files that .gitignore does not exclude), so that no
+# stale src/*.o of the checkout is taken for up to date; otherwise
+# everything (the copy's users clean it before building).
+zklock_copy_tree()
+{
+	local dest=$1
+	mkdir -p "$dest"
+	if command -v git >/dev/null &&
+		git -C "$ZKLOCK_SRC" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+		(
+			cd "$ZKLOCK_SRC"
+			git ls-files -z --cached --others --exclude-standard |
+				while IFS= read -r -d '' f; do
+					if [ -e "$f" ] || [ -L "$f" ]; then
+						printf '%s\0' "$f"
+					fi
+				done |
+				tar --null -T - -cf -
+		) | tar -C "$dest" -xf -
+	else
+		cp -a "$ZKLOCK_SRC/." "$dest"
 	fi
 }
 

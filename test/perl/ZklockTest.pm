@@ -23,7 +23,7 @@ our @EXPORT = qw(
   ZK_ROOT start_zk zk_node zk_configure
   no_orphans_ok tree_empty_ok
   install_cs_log check_critical_sections
-  wait_for_wait_event elapsed_since
+  zklock_wait_event wait_for_wait_event elapsed_since
   session send_query wait_marker zk_session_field wait_session_state
   cs_begin_sql cs_end_sql cs_waiter_sql queue_nodes
   freeze_until_suspended finish_checks fakedns_lib);
@@ -156,13 +156,22 @@ sub check_critical_sections
 	return scalar @rows;
 }
 
+# The wait event pg_stat_activity shows for a backend waiting in zklock on
+# $node, of type Extension: zklock's own from PostgreSQL 17 on, the generic
+# one before (see src/compat.h).
+sub zklock_wait_event
+{
+	my ($node) = @_;
+	return $node->pg_version >= 17 ? 'ZkLockWait' : 'Extension';
+}
+
 # Wait until a backend with this application_name waits in zklock.
 sub wait_for_wait_event
 {
 	my ($node, $appname) = @_;
 	return $node->poll_query_until('postgres', qq{
 SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity
- WHERE application_name = '$appname'}, 'Extension/Extension');
+ WHERE application_name = '$appname'}, 'Extension/' . zklock_wait_event($node));
 }
 
 # A background psql session on $node, named $name, that goes on after errors.

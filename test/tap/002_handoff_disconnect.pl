@@ -29,7 +29,8 @@ sub start_waiter
 	  "SELECT 'granted', zk_lock_acquire('handoff'), zk_lock_token('handoff');\n";
 	$waiter->{run}->pump_nb;
 	ok(wait_for_wait_event($node_b, $appname),
-		"$appname waits, visible in pg_stat_activity as Extension/Extension");
+		"$appname waits, visible in pg_stat_activity as Extension/"
+		  . zklock_wait_event($node_b));
 	return $waiter;
 }
 

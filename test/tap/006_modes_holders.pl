@@ -58,7 +58,7 @@ SELECT pid || ' ' || database || ' ' || usename || ' ' || (host_port LIKE '%:' |
 $reader_a->query_safe(q{SELECT zk_lock_release_shared('catalog')});
 is($node_a->safe_psql('postgres',
 		q{SELECT wait_event FROM pg_stat_activity WHERE application_name = 'writer'}),
-	'Extension', 'the writer still waits for the other reader');
+	zklock_wait_event($node_a), 'the writer still waits for the other reader');
 $reader_b->query_safe(q{SELECT zk_lock_release_shared('catalog')});
 wait_marker($writer, 'writer-granted');
 pass('the writer gets the lock once both readers are gone');
