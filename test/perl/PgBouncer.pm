@@ -121,18 +121,7 @@ sub stop
 {
 	my ($self) = @_;
 	my $pid = delete $self->{pid} or return;
-	kill 'TERM', $pid;
-	my $deadline = time + 10;
-	while (waitpid($pid, WNOHANG) == 0)
-	{
-		if (time > $deadline)
-		{
-			kill 'KILL', $pid;
-			waitpid($pid, 0);
-			last;
-		}
-		sleep 0.05;
-	}
+	ZkServer::stop_process($pid);
 	return;
 }
 

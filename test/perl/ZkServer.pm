@@ -43,6 +43,25 @@ sub free_port
 	croak "no free port found";
 }
 
+# End a child process: TERM, then KILL if it is still there after 10 s.
+sub stop_process
+{
+	my ($pid) = @_;
+	kill 'TERM', $pid;
+	my $deadline = time + 10;
+	while (waitpid($pid, WNOHANG) == 0)
+	{
+		if (time > $deadline)
+		{
+			kill 'KILL', $pid;
+			waitpid($pid, 0);
+			last;
+		}
+		sleep 0.05;
+	}
+	return;
+}
+
 # new(servers => 1|3, tick_ms => 500, dir => ..., durable => 0, keep => 0,
 #     max_client_cnxns => 0 (no limit))
 sub new
@@ -345,18 +364,7 @@ sub stop
 	{
 		my $pid = delete $self->{pids}{$i} or next;
 		kill 'CONT', $pid;
-		kill 'TERM', $pid;
-		my $deadline = time + 10;
-		while (waitpid($pid, WNOHANG) == 0)
-		{
-			if (time > $deadline)
-			{
-				kill 'KILL', $pid;
-				waitpid($pid, 0);
-				last;
-			}
-			sleep 0.05;
-		}
+		stop_process($pid);
 	}
 	return;
 }
