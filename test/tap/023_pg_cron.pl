@@ -38,8 +38,10 @@ $node_b->safe_psql('postgres', 'CREATE EXTENSION zklock');
 
 my $seconds = 20;
 # Both nodes must schedule within the same minute, so that both runs start
-# at the next one.
-sleep 1 while time % 60 > 50;
+# at the next one; and not in its first seconds, before pg_cron has looked
+# at this minute: it would start the job at once on the node that scheduled
+# first, and again at the next minute.
+sleep 0.5 while time % 60 > 50 || time % 60 < 5;
 for my $node ($node_a, $node_b)
 {
 	install_cs_log($node);
