@@ -32,7 +32,7 @@ set -euo pipefail
 # runs the whole TAP suite also PgBouncer and pg_cron, which the TAP tests
 # are about to use.  Extend these lists here: a cached chroot gets what it
 # lacks on its next use.
-build_packages=(make gcc libc6-dev libzookeeper-mt-dev
+build_packages=(build-essential make gcc libc6-dev libzookeeper-mt-dev
 	dpkg-dev debhelper postgresql-server-dev-all)
 tap_packages=(zookeeper default-jdk-headless libcurator-recipes-java
 	libslf4j-java python3 python3-kazoo libipc-run-perl)
@@ -190,13 +190,15 @@ for p in ${chroot_packages[$suite]}; do
 		missing+=("$p")
 	fi
 done
-if [ ${#missing[@]} -gt 0 ]; then
-	echo "== installing in the $suite chroot: ${missing[*]}"
-	# An install that a previous run left half done is finished first.
-	in_chroot dpkg --configure -a
+# An install that an earlier run left half done (interrupted) is finished
+# in the same apt-get run (-f).
+broken=$(in_chroot dpkg --audit 2>&1 || true)
+if [ ${#missing[@]} -gt 0 ] || [ -n "$broken" ]; then
+	echo "== installing in the $suite chroot: ${missing[*]:-}${broken:+ (and finishing an interrupted install)}"
+	{ in_chroot dpkg --configure -a || true; } >"$cache/$suite.apt.log" 2>&1
 	if ! { in_chroot apt-get update -qq &&
-		in_chroot apt-get install -y -q --no-install-recommends "${missing[@]}"; } \
-		>"$cache/$suite.apt.log" 2>&1; then
+		in_chroot apt-get install -y -q -f --no-install-recommends "${missing[@]}"; } \
+		>>"$cache/$suite.apt.log" 2>&1; then
 		tail -n 40 "$cache/$suite.apt.log"
 		record FAILED "apt-get install failed" $((SECONDS - start))
 		exit 1
