@@ -64,7 +64,7 @@ typedef struct Member
 	char		key[ZK_SESSION_KEY_LEN + 1];
 	bool		waits;			/* its published wait was read */
 	char	   *parent;			/* the lock it waits for */
-	char	   *node;			/* its node there, a name below parent */
+	const char *node;		/* its node there, a name below parent */
 	char	   *name;			/* the lock's name */
 	LockMode	mode;
 	int64		czxid;			/* of node: when its wait began */

@@ -27,15 +27,16 @@ set -euo pipefail
 # Every chroot builds zklock with -Werror and its Debian package, and runs
 # pg_regress and the isolation specs.  Where TAP tests run (all of them on
 # sid, PostgreSQL 18; the statistics test on experimental, 19) the chroot
-# also needs what they start or talk to: ZooKeeper itself (java), Curator and
-# a JDK (test 020 compiles a Java client), Kazoo, IPC::Run; on the major that
-# runs the whole TAP suite also PgBouncer and pg_cron, which the TAP tests
-# are about to use.  Extend these lists here: a cached chroot gets what it
-# lacks on its next use.
+# also needs what they start or talk to: ZooKeeper itself (java), Kazoo,
+# IPC::Run; where the whole TAP suite runs also Curator and a JDK (test 020
+# compiles a Java client), PgBouncer and pg_cron.  Extend these lists here:
+# a cached chroot gets what it lacks on its next use.
 build_packages=(build-essential make gcc libc6-dev libzookeeper-mt-dev
 	dpkg-dev debhelper postgresql-server-dev-all)
-tap_packages=(zookeeper default-jdk-headless libcurator-recipes-java
-	libslf4j-java python3 python3-kazoo libipc-run-perl)
+# What any TAP test needs (a ZooKeeper server, Kazoo to read its tree), and
+# what the whole suite needs besides (test 020's Java client).
+tap_packages=(zookeeper python3 python3-kazoo libipc-run-perl)
+all_tap_packages=("${tap_packages[@]}" default-jdk-headless libcurator-recipes-java libslf4j-java)
 declare -A chroot_release=(
 	[trixie]=trixie
 	[sid]=sid
@@ -48,7 +49,7 @@ declare -A chroot_extra_suite=(
 declare -A chroot_packages=(
 	[trixie]="${build_packages[*]} postgresql-17 postgresql-server-dev-17"
 	[sid]="${build_packages[*]} postgresql-18 postgresql-server-dev-18
-		${tap_packages[*]} pgbouncer postgresql-18-cron"
+		${all_tap_packages[*]} pgbouncer postgresql-18-cron"
 	# Named with /experimental: `apt-get -t experimental` would upgrade
 	# everything it can from there, down to an uninstallable perl.
 	[experimental]="${build_packages[*]} postgresql-19/experimental

@@ -15,9 +15,10 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
 # What runs where: major, where (native, or the chroot of test/majors.sh),
-# suites.  The TAP suite runs on 15 and on the newest stable major.
+# suites.  The TAP suite runs on 15 and on the newest stable major; on 15
+# also the thread-heaviest TAP tests under Helgrind (test/helgrind/run.sh).
 matrix=(
-	"15 native       pg_regress isolation TAP package"
+	"15 native       pg_regress isolation TAP helgrind package"
 	"17 trixie       pg_regress isolation package"
 	"18 sid          pg_regress isolation TAP package"
 	"19 experimental pg_regress isolation TAP package"
@@ -99,7 +100,7 @@ run_major()
 		record "$major" "$label" "no node left" FAILED "$(echo "$leftover" | wc -l) ephemeral nodes left" 0
 	else
 		echo "   no ephemeral node left"
-		record "$major" "$label" "no node left" ok "" 0
+		record "$major" "$label" "no node left" ok "0 ephemeral nodes left" 0
 	fi
 	"$ZKLOCK_SRC/test/zk/zkctl" stop "$zkdir" || true
 	zkdir=""
@@ -117,7 +118,7 @@ for entry in "${matrix[@]}"; do
 	wanted_major "$major" || continue
 	selected=""
 	for s in $suites; do
-		case " ${ZKLOCK_SUITES:-pg_regress isolation TAP package} " in
+		case " ${ZKLOCK_SUITES:-pg_regress isolation TAP helgrind package} " in
 			*" $s "*) selected+="$s " ;;
 		esac
 	done
