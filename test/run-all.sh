@@ -60,6 +60,12 @@ results=$work/results
 zkdir=""
 cleanup()
 {
+	if [ -n "${prepare_pid:-}" ] && kill -0 "$prepare_pid" 2>/dev/null; then
+		# majors.sh unmounts what it mounted when it is terminated.
+		pkill -TERM -P "$prepare_pid" || true
+		kill "$prepare_pid" 2>/dev/null || true
+		wait "$prepare_pid" 2>/dev/null || true
+	fi
 	if [ -n "$zkdir" ]; then "$ZKLOCK_SRC/test/zk/zkctl" stop "$zkdir" || true; fi
 	if [ "${KEEP_TEST_DIR:-}" = "" ]; then rm -rf "$work"; fi
 }
@@ -104,28 +110,73 @@ run_major()
 	fi
 	"$ZKLOCK_SRC/test/zk/zkctl" stop "$zkdir" || true
 	zkdir=""
-	major_time[$major]=$((SECONDS - start))
+	major_time[$major]=$((${major_time[$major]:-0} + SECONDS - start))
 	if [ $status -ne 0 ] && ! awk -F'\t' -v m="$major" '$1 == m && $4 != "ok"' "$results" | grep -q .; then
 		# Failed before it could say what failed.
 		record "$major" "$label" "run" FAILED "exit status $status" 0
 	fi
 }
 
-declare -A major_time=()
-run_start=$SECONDS
-for entry in "${matrix[@]}"; do
-	read -r major where suites <<<"$entry"
-	wanted_major "$major" || continue
-	selected=""
-	for s in $suites; do
+# The suites of an entry of the matrix that ZKLOCK_SUITES selects.
+selected_suites()
+{
+	local s selected=""
+	for s in "$@"; do
 		case " ${ZKLOCK_SUITES:-pg_regress isolation TAP helgrind package} " in
 			*" $s "*) selected+="$s " ;;
 		esac
 	done
+	echo "$selected"
+}
+
+# The chroots are made (or brought up to date) in the background while the
+# host runs what no timing depends on, its Helgrind suite: making them takes
+# minutes of downloads and package scripts that would otherwise add to the
+# run, and would slow down the timed tests if they ran alongside.
+prepare_pid=""
+prepare_chroots()
+{
+	local entry major where suites
+	for entry in "${matrix[@]}"; do
+		read -r major where suites <<<"$entry"
+		if wanted_major "$major" && [ "$where" != native ] &&
+			[ -n "$(selected_suites $suites)" ]; then
+			ZKLOCK_RESULTS=$results ZKLOCK_PREPARE_ONLY=1 \
+				bash "$ZKLOCK_SRC/test/majors.sh" "$where" "$major" - || true
+		fi
+	done
+}
+
+declare -A major_time=()
+run_start=$SECONDS
+deferred=()
+for entry in "${matrix[@]}"; do
+	read -r major where suites <<<"$entry"
+	wanted_major "$major" || continue
+	selected=$(selected_suites $suites)
+	if [ "$where" = native ] && [[ " $selected " == *" helgrind "* ]]; then
+		deferred=("$major" "$where")
+		selected=${selected/helgrind /}
+	fi
+	if [ "$where" != native ] && [ -z "$prepare_pid" ]; then
+		# The native major is done: make the chroots while Helgrind runs.
+		echo "== making the chroots in the background ($work/prepare.log)"
+		prepare_chroots >"$work/prepare.log" 2>&1 &
+		prepare_pid=$!
+		if [ ${#deferred[@]} -gt 0 ]; then
+			run_major "${deferred[0]}" "${deferred[1]}" helgrind
+			deferred=()
+		fi
+		wait "$prepare_pid" || true
+		cat "$work/prepare.log"
+	fi
 	if [ -n "$selected" ]; then
 		run_major "$major" "$where" "$selected"
 	fi
 done
+if [ ${#deferred[@]} -gt 0 ]; then
+	run_major "${deferred[0]}" "${deferred[1]}" helgrind
+fi
 
 mmss()
 {
