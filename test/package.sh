@@ -129,9 +129,9 @@ for v in $majors; do
 		echo "   $f"
 	done
 	# The installed scripts and control file are this tree's.
-	for f in zklock.control sql/zklock--*.sql; do
-		cmp -s "$tree/$f" "$extdir/$(basename "$f")" ||
-			{ echo "$extdir/$(basename "$f") differs from $f" >&2; exit 1; }
+	for f in "$tree"/zklock.control "$tree"/sql/zklock--*.sql; do
+		cmp -s "$f" "$extdir/$(basename "$f")" ||
+			{ echo "$extdir/$(basename "$f") differs from ${f#"$tree"/}" >&2; exit 1; }
 	done
 	# The module finds the ZooKeeper client it was linked with.
 	libs=$(ldd "$pkglibdir/zklock.so")
