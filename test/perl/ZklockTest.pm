@@ -26,9 +26,23 @@ our @EXPORT = qw(
   zklock_wait_event wait_for_wait_event elapsed_since
   session send_query wait_marker zk_session_field wait_session_state
   cs_begin_sql cs_end_sql cs_waiter_sql queue_nodes
-  freeze_until_suspended finish_checks fakedns_lib);
+  freeze_until_suspended finish_checks fakedns_lib sleep_for);
 
 use constant ZK_ROOT => '/zklock_tap';
+
+# Sleep the whole time given.  PostgreSQL 18's test modules install a
+# SIGCHLD handler, so a child (ZooKeeper) stopped or continued by a test
+# cuts a plain sleep short.
+sub sleep_for
+{
+	my ($seconds) = @_;
+	my $until = time + $seconds;
+	while ((my $left = $until - time) > 0)
+	{
+		sleep $left;
+	}
+	return;
+}
 
 sub start_zk
 {

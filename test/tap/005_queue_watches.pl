@@ -98,7 +98,7 @@ my $cpu = sub {
 	return $ticks;
 };
 my $before = $cpu->();
-sleep 1;
+sleep_for(1);
 cmp_ok($cpu->() - $before, '<=', 2, '5 waiting backends used at most 2 clock ticks in 1 s');
 
 # Waiter 3 gives up (cancel): its node and its watch go; waiter 4 now

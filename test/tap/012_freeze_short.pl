@@ -34,7 +34,7 @@ $holder->query_safe(q{SELECT zk_lock_try_acquire('touch') AND zk_lock_release('t
 my $t0 = freeze_until_suspended($zk, $holder, 'thaw');
 
 send_query($holder, cs_end_sql('holder'), 'commit-done');
-sleep($freeze_s - elapsed_since($t0)) if elapsed_since($t0) < $freeze_s;
+sleep_for($freeze_s - elapsed_since($t0)) if elapsed_since($t0) < $freeze_s;
 my $t1 = time;
 $zk->signal($_, 'CONT') for $zk->running;
 note sprintf('servers resumed after %.2f s', $t1 - $t0);

@@ -64,7 +64,7 @@ while (grep { $_->{h}->pumpable } @workers)
 		$_->{h}->kill_kill for @workers;
 		last;
 	}
-	sleep 0.1 + rand(0.3);
+	sleep_for(0.1 + rand(0.3));
 	if (rand() < 0.15)
 	{
 		$zk->proxy_signal('USR1');

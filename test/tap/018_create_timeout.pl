@@ -35,7 +35,7 @@ my $log_offset = -s $node_a->logfile;
 my $t0 = time;
 $zk->signal($_, 'STOP') for $zk->running;
 send_query($s, q{SELECT zk_lock_acquire('frozen_create', 60000) AS got}, 'acquired');
-sleep($freeze_s - elapsed_since($t0)) if elapsed_since($t0) < $freeze_s;
+sleep_for($freeze_s - elapsed_since($t0)) if elapsed_since($t0) < $freeze_s;
 $zk->signal($_, 'CONT') for $zk->running;
 note sprintf('server resumed after %.2f s', elapsed_since($t0));
 

@@ -116,7 +116,7 @@ for my $how ('cancel', 'terminate')
 	send_query($s, q{SELECT zk_lock_try_acquire('slow')}, 'done');
 	$node_a->poll_query_until('postgres',
 		"SELECT count(*) = 1 FROM pg_stat_activity WHERE pid = $pid AND state = 'active'");
-	sleep 0.5;    # well inside the look-up
+	sleep_for(0.5);    # well inside the look-up
 	my $t0 = time;
 	if ($how eq 'cancel')
 	{

@@ -244,7 +244,7 @@ sub exclude_both_ways
 	  or diag explain children($path);
 
 	my $p = program_hold($lib, $path, $kind, 2, $label);
-	sleep 1;
+	sleep_for(1);
 	ok(!program_said($p, qr/acquired/),
 		"$label: $Lib $kind does not acquire while zklock holds (1 s)")
 	  or program_diag($p);
@@ -274,7 +274,7 @@ sub exclude_both_ways
 		"$label: zklock's $zl->{acquire} waits for $Lib $kind");
 	ok(wait_children($path, 2, 10), "$label: zklock queued behind $Lib")
 	  or diag explain children($path);
-	sleep 1;
+	sleep_for(1);
 	$w->{run}->pump_nb;
 	unlike($w->{stdout}, qr/granted|acquire_done/,
 		"$label: zklock does not acquire while $Lib $kind holds (1 s)");

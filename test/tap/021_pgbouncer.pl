@@ -84,7 +84,7 @@ $third->query_safe(q{SET work_mem = '7MB'});
 $third->query_safe(q{SELECT zk_lock_acquire('pooled-lost')});
 $zk->signal($_, 'STOP') for $zk->running;
 # Longer than the session timeout: the backend's clock judges the session lost.
-sleep(2 * $session_timeout_ms / 1000);
+sleep_for(2 * $session_timeout_ms / 1000);
 $third->quit;
 my $fourth = $bouncer->session('session_pool', 'fourth_client');
 is($fourth->query_safe('SELECT pg_backend_pid()'), $pid,

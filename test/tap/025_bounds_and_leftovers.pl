@@ -101,7 +101,7 @@ END $$});
 	$second->query_safe(q{SET lock_timeout = '2s'});
 	my $t0 = time;
 	send_query($second, q{SELECT zk_semaphore_acquire('sem_lt', 1)}, 'second_done');
-	sleep 1.5;
+	sleep_for(1.5);
 	# The first waiter gets the lease and leaves the gate: the second now
 	# waits for a lease.
 	$holder->query_safe(q{SELECT zk_semaphore_release('sem_lt')});

@@ -43,9 +43,9 @@ $zk->signal($_, 'STOP') for $zk->running;
 # the local clock gives once the session timeout has passed since, and
 # writes the locks off.  Its client does not read the WARNINGs for now, so
 # the backend blocks sending them.
-sleep 3.5;
+sleep_for(3.5);
 send_query($holder, qq{SELECT zk_lock_token('${prefix}1')}, 'written_off');
-sleep 6;
+sleep_for(6);
 
 # A new leader, with fresh session timeouts for everybody.
 $zk->kill9($leader);
@@ -55,7 +55,7 @@ note "servers back, server $leader gone";
 
 # Long enough for the old session to reconnect if its handle were open,
 # and for the server to expire it if it is not.
-sleep 8;
+sleep_for(8);
 wait_marker($holder, 'written_off');
 my $told = $holder->{stderr};
 # The rest of what the statement printed comes with the next one.

@@ -123,7 +123,7 @@ for my $i (1 .. 3)
 	send_query($chain[$i], "SELECT zk_lock_acquire('c" . ($i - 1) . "')", "granted$i");
 	ok(wait_for_wait_event($nodes[ $i % 2 ], "chain$i"), "chain member $i waits for member " . ($i - 1));
 }
-sleep 2;
+sleep_for(2);
 my $before = $node_a->safe_psql('postgres', 'SELECT deadlock_checks FROM zk_session_stats')
   + $node_b->safe_psql('postgres', 'SELECT deadlock_checks FROM zk_session_stats');
 for my $i (0 .. 3)

@@ -60,11 +60,11 @@ for my $case ('after publishing', 'before looking')
 		my $t0 = time;
 		sleep 0.05 until published() == 1 || time - $t0 > 5;
 		is(published(), 1, "$case: b published its wait");
-		sleep 0.3;
+		sleep_for(0.3);
 	}
 	else
 	{
-		sleep 0.5;
+		sleep_for(0.5);
 		is(published(), 1, "$case: a published its wait, b not yet");
 	}
 	cut_off();
