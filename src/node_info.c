@@ -245,29 +245,16 @@ store_field(NodeInfo *info, const FieldSpec *f, char *token, JsonTokenType type)
 	*(bool *) (base + f->has_offset) = true;
 }
 
+/* Objects and arrays alike: only the depth matters. */
 static ZK_JSON_ACTION_RESULT
-on_object_start(void *state)
+on_nest_start(void *state)
 {
 	((InfoParse *) state)->depth++;
 	ZK_JSON_ACTION_OK;
 }
 
 static ZK_JSON_ACTION_RESULT
-on_object_end(void *state)
-{
-	((InfoParse *) state)->depth--;
-	ZK_JSON_ACTION_OK;
-}
-
-static ZK_JSON_ACTION_RESULT
-on_array_start(void *state)
-{
-	((InfoParse *) state)->depth++;
-	ZK_JSON_ACTION_OK;
-}
-
-static ZK_JSON_ACTION_RESULT
-on_array_end(void *state)
+on_nest_end(void *state)
 {
 	((InfoParse *) state)->depth--;
 	ZK_JSON_ACTION_OK;
@@ -319,10 +306,10 @@ node_info_parse(const char *data, int len, NodeInfo *info)
 
 	ps.info = info;
 	sem.semstate = &ps;
-	sem.object_start = on_object_start;
-	sem.object_end = on_object_end;
-	sem.array_start = on_array_start;
-	sem.array_end = on_array_end;
+	sem.object_start = on_nest_start;
+	sem.object_end = on_nest_end;
+	sem.array_start = on_nest_start;
+	sem.array_end = on_nest_end;
 	sem.object_field_start = on_field_start;
 	sem.scalar = on_scalar;
 	/* With escapes resolved: \u0000 and the like fail, as for jsonb. */
