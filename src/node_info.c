@@ -134,8 +134,65 @@ static bool
 number_fits(const char *token)
 {
 	const char *e = strpbrk(token, "eE");
+	long		exponent;
 
-	return e == NULL || labs(strtol(e + 1, NULL, 10)) <= 1000;
+	if (e == NULL)
+		return true;
+	errno = 0;
+	exponent = strtol(e + 1, NULL, 10);
+	return errno == 0 && exponent >= -1000 && exponent <= 1000;
+}
+
+/*
+ * Deeper nesting than any document of ours is refused before parsing: the
+ * server's JSON parser recurses once per level and raises "stack depth limit
+ * exceeded" on a document nested deep enough.
+ */
+#define MAX_NESTING 32
+
+/*
+ * Can the server's lexer read this document without raising an error?  Not
+ * if it nests deeper than MAX_NESTING, nor, in a database that is not UTF8,
+ * if it has a \u escape beyond ASCII: before 16 the lexer converts those
+ * with a function that raises an error for characters the database encoding
+ * lacks (16 returns a parse error instead; we refuse them on every major
+ * alike).
+ */
+static bool
+lexer_safe(const char *data, int len)
+{
+	bool		utf8 = GetDatabaseEncoding() == PG_UTF8;
+	bool		in_string = false;
+	int			depth = 0;
+
+	for (int i = 0; i < len; i++)
+	{
+		char		c = data[i];
+
+		if (in_string)
+		{
+			if (c == '"')
+				in_string = false;
+			else if (c == '\\' && i + 1 < len)
+			{
+				/* \u0080 and above: not ASCII. */
+				if (data[++i] == 'u' && !utf8 &&
+					(i + 3 >= len || data[i + 1] != '0' || data[i + 2] != '0' ||
+					 !(data[i + 3] >= '0' && data[i + 3] <= '7')))
+					return false;
+			}
+		}
+		else if (c == '"')
+			in_string = true;
+		else if (c == '{' || c == '[')
+		{
+			if (++depth > MAX_NESTING)
+				return false;
+		}
+		else if (c == '}' || c == ']')
+			depth--;
+	}
+	return true;
 }
 
 static bool
@@ -301,7 +358,7 @@ node_info_parse(const char *data, int len, NodeInfo *info)
 	memset(info, 0, sizeof(*info));
 	if (data == NULL || len <= 0 || data[0] != '{' ||
 		memchr(data, '\0', len) != NULL ||
-		!pg_verifymbstr(data, len, true))
+		!pg_verifymbstr(data, len, true) || !lexer_safe(data, len))
 		return false;
 
 	ps.info = info;
