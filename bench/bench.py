@@ -597,7 +597,7 @@ def many_waiters(zk, zkbare, nodes, run_id):
                                 'bench_waiter') for i in range(nwait)]
     # Queued: a node each, and the watch each sets on its predecessor.
     deadline = time.time() + 60 + nwait
-    while len(zkbare.queue(zk, parent)) < nwait + 1 or zk.watch_count(parent + '/') < nwait:
+    while len(zkbare.queue(zk, parent)) < nwait + 1 or zk.watch_count(parent + '/') < 2 * nwait + 1:
         if time.time() > deadline or any(p.poll() is not None for p in procs):
             raise RuntimeError('waiters did not queue up')
         time.sleep(0.25)
@@ -612,8 +612,10 @@ def many_waiters(zk, zkbare, nodes, run_id):
     # Each waiter should watch exactly one node: its predecessor.
     queue = zkbare.queue(zk, parent)
     watches = zk.watches_by_session()
-    mine = [[p for p in watches.get(owner, []) if p.startswith(parent + '/')]
-            for _, owner in queue[1:]]
+    # Besides its own node, which every owner watches.
+    mine = [[p for p in watches.get(owner, [])
+             if p.startswith(parent + '/') and p != '%s/%s' % (parent, name)]
+            for name, owner in queue[1:]]
     on_pred = sum(w == ['%s/%s' % (parent, queue[k][0])] for k, w in enumerate(mine))
     total = sum(len(w) for w in mine)
 

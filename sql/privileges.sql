@@ -93,6 +93,16 @@ SELECT sqlstate_of($$SELECT zk_lock_try_acquire('/zklock_regress/abs')$$);
 SET zklock.absolute_paths = '/zklock_regress/abs';
 SELECT zk_lock_release_all();
 RESET ROLE;
+-- A path the backend holds already is checked again before a hold is
+-- counted: a superuser's hold (say, by a SECURITY DEFINER function) does not
+-- open it to the role.
+SELECT zk_lock_acquire('/zklock_regress/su-held');
+SET ROLE zklock_user;
+SELECT sqlstate_of($$SELECT zk_lock_acquire('/zklock_regress/su-held')$$);
+SELECT sqlstate_of($$SELECT zk_lock_try_acquire('/zklock_regress/su-held')$$);
+RESET ROLE;
+SELECT name, hold_count FROM zk_locks WHERE name = '/zklock_regress/su-held';
+SELECT zk_lock_release('/zklock_regress/su-held');
 -- Superusers may use any path (but /zookeeper, see names).
 RESET zklock.absolute_paths;
 SELECT zk_lock_try_acquire('/zklock_regress/anywhere'),

@@ -87,6 +87,7 @@ typedef struct Attempt
 	ZkRequest  *get;
 
 	char	   *node;			/* our child's full path, once known */
+	HeldWatch  *hw;				/* the watch on it */
 	int64		czxid;
 	char	   *watched;		/* what our watch is armed on */
 	int			watch_type;		/* ZWATCHTYPE_DATA or _CHILD */
@@ -375,6 +376,7 @@ find_lost_create(Attempt *a)
 	ereport(LOG,
 			(errmsg("zklock: the reply to creating \"%s\" was lost; the node exists and is adopted",
 					a->node)));
+	a->hw = bridge_watch_held(a->zh, a->node);
 
 	if (!request_until_answered(a, &a->get, bridge_get, a->node))
 		return false;
@@ -408,6 +410,8 @@ enqueue(Attempt *a)
 			a->node = pstrdup(a->create->created);
 			a->czxid = a->create->czxid;
 			free_request(&a->create);
+			/* Goes out while the listing's reply is on its way: no wait. */
+			a->hw = bridge_watch_held(a->zh, a->node);
 			return true;
 		}
 		free_request(&a->create);
@@ -748,7 +752,11 @@ give_up(Attempt *a)
 	if (a->watched)
 		bridge_remove_watch(a->zh, a->watched, a->watch_type);
 	if (a->node)
+	{
+		bridge_unwatch_held(a->hw);
+		a->hw = NULL;
 		bridge_delete_node(a->zh, a->node);
+	}
 	else if (a->create_unresolved)
 		bridge_delete_tagged(a->zh, a->parent, a->tag);
 }
@@ -827,6 +835,7 @@ attempt_finish(Attempt *a, HeldNode *held)
 	/* The watch fired or was never set; nothing is in flight. */
 	drop_request(&a->children);
 	held->path = a->node;
+	held->watch = a->hw;
 	held->token = a->czxid;
 	held->recheck_tag = a->created_again ? pstrdup(a->tag) : NULL;
 	return true;
@@ -858,7 +867,7 @@ acquire_semaphore(zhandle_t *zh, const LockRequest *req, Acquisition *acq,
 	PG_FINALLY();
 	{
 		if (gate.path != NULL)
-			lock_recipe_release(zh, gate.path, gate.recheck_tag);
+			lock_recipe_release(zh, gate.path, gate.recheck_tag, gate.watch);
 	}
 	PG_END_TRY();
 	return granted;
@@ -907,8 +916,10 @@ lock_recipe_acquire(zhandle_t *zh, const LockRequest *req, HeldNode *held)
  * searched for the tag once more, behind the delete.
  */
 void
-lock_recipe_release(zhandle_t *zh, const char *node, const char *recheck_tag)
+lock_recipe_release(zhandle_t *zh, const char *node, const char *recheck_tag,
+					HeldWatch *watch)
 {
+	bridge_unwatch_held(watch);
 	bridge_delete_node(zh, node);
 	if (recheck_tag != NULL)
 		bridge_delete_sibling_tagged(zh, node, recheck_tag);

@@ -7,6 +7,8 @@
 
 #include <zookeeper/zookeeper.h>
 
+#include "zk_bridge.h"
+
 typedef enum LockMode
 {
 	LOCK_MODE_EXCLUSIVE,
@@ -33,12 +35,13 @@ typedef struct HeldNode
 	char	   *path;			/* palloc'd in the caller's context */
 	int64		token;			/* czxid */
 	char	   *recheck_tag;	/* see lock_recipe_release; usually NULL */
+	HeldWatch  *watch;			/* on path: tells if another client deletes it */
 } HeldNode;
 
 extern bool lock_recipe_acquire(zhandle_t *zh, const LockRequest *req,
 								HeldNode *held);
 extern void lock_recipe_release(zhandle_t *zh, const char *node,
-								const char *recheck_tag);
+								const char *recheck_tag, HeldWatch *watch);
 extern void lock_recipe_await_releases(bool interruptible);
 extern bool lock_recipe_create_path(zhandle_t *zh, const char *path,
 									int64 deadline);

@@ -87,8 +87,10 @@ drop_entry(LockEntry *entry, bool delete_node)
 {
 	zhandle_t  *zh = zk_session_handle(entry->generation);
 
-	if (delete_node && zh != NULL)
-		lock_recipe_release(zh, entry->node, entry->recheck_tag);
+	if (zh != NULL && delete_node)
+		lock_recipe_release(zh, entry->node, entry->recheck_tag, entry->watch);
+	else if (zh != NULL)
+		bridge_unwatch_held(entry->watch);
 	stats_hold_ended(LOCK_ENTRY_NAME(entry), !delete_node);
 	if (entry->npending > 0)
 		dlist_delete(&entry->touched);
@@ -156,7 +158,8 @@ lock_table_add_hold(LockEntry *entry, LockScope scope)
 LockEntry *
 lock_table_insert(const char *name, LockMode mode, int32 permits,
 				  const char *node, const char *recheck_tag,
-				  int64 token, uint64 generation, LockScope scope)
+				  int64 token, uint64 generation, HeldWatch *watch,
+				  LockScope scope)
 {
 	char		key[ZKLOCK_NAME_MAX + 2];
 	char	   *node_copy = MemoryContextStrdup(TopMemoryContext, node);
@@ -184,6 +187,7 @@ lock_table_insert(const char *name, LockMode mode, int32 permits,
 	entry->token = token;
 	entry->acquired_at = GetCurrentTimestamp();
 	entry->generation = generation;
+	entry->watch = watch;
 	entry->session_count = 0;
 	entry->xact_count = 0;
 	entry->npending = 0;
@@ -256,34 +260,58 @@ lock_table_release_all_session(void)
 }
 
 /*
- * Forget, with a WARNING each, the locks whose ZooKeeper session is gone.
+ * Was the entry's node deleted by another client while its session lives?
+ */
+static bool
+node_deleted(LockEntry *entry, uint64 live_generation)
+{
+	return entry->generation == live_generation &&
+		bridge_held_deleted(entry->watch);
+}
+
+/*
+ * Forget, with a WARNING each, the locks whose ZooKeeper session is gone,
+ * and, when deletions is true, those whose node another client deleted.
  * live_generation is the session still usable, 0 if none is.  Returns how
  * many were forgotten; *first gets the name of one of them, *named_lost
  * whether one was called name, in mode.
  */
 int
-lock_table_forget_lost(uint64 live_generation, const char *name,
-					   LockMode mode, bool *named_lost, char *first)
+lock_table_forget_lost(uint64 live_generation, bool deletions,
+					   const char *name, LockMode mode, bool *named_lost,
+					   char *first)
 {
 	HASH_SEQ_STATUS status;
 	LockEntry  *entry;
 	int			forgotten = 0;
 
 	if (lock_table == NULL || hash_get_num_entries(lock_table) == 0 ||
-		(!mixed_generations && table_generation == live_generation))
+		(!mixed_generations && table_generation == live_generation &&
+		 !deletions))
 		return 0;
 	hash_seq_init(&status, lock_table);
 	while ((entry = hash_seq_search(&status)) != NULL)
 	{
-		if (entry->generation == live_generation)
+		const char *what = entry->mode == LOCK_MODE_SEMAPHORE ? "semaphore" : "lock";
+
+		if (entry->generation == live_generation &&
+			!node_deleted(entry, live_generation))
 			continue;
-		ereport(WARNING,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("zklock %s \"%s\" was lost",
-						entry->mode == LOCK_MODE_SEMAPHORE ? "semaphore" : "lock",
-						LOCK_ENTRY_NAME(entry)),
-				 errdetail("Its ZooKeeper session expired or was disconnected for longer than the session timeout, so other sessions may have held it since."),
-				 errhint("Use fencing tokens (zk_lock_token) to make stale holders harmless.")));
+		if (entry->generation == live_generation)
+			ereport(WARNING,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("zklock %s \"%s\" was lost", what,
+							LOCK_ENTRY_NAME(entry)),
+					 errdetail("Its ZooKeeper node \"%s\" was deleted by another client, so other sessions may have held it since.",
+							   entry->node),
+					 errhint("Use fencing tokens (zk_lock_token) to make stale holders harmless.")));
+		else
+			ereport(WARNING,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("zklock %s \"%s\" was lost", what,
+							LOCK_ENTRY_NAME(entry)),
+					 errdetail("Its ZooKeeper session expired or was disconnected for longer than the session timeout, so other sessions may have held it since."),
+					 errhint("Use fencing tokens (zk_lock_token) to make stale holders harmless.")));
 		if (forgotten++ == 0)
 			strlcpy(first, LOCK_ENTRY_NAME(entry), ZKLOCK_NAME_MAX + 1);
 		if (name != NULL && entry->mode == mode &&
@@ -364,6 +392,27 @@ lock_table_xact_end(bool commit)
 		dlist_delete(&entry->touched);
 		drop_if_unheld(entry);
 	}
+}
+
+/* An entry of the live session, to probe it with; NULL if there is none. */
+LockEntry *
+lock_table_any_live(uint64 live_generation)
+{
+	HASH_SEQ_STATUS status;
+	LockEntry  *entry;
+
+	if (lock_table == NULL)
+		return NULL;
+	hash_seq_init(&status, lock_table);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		if (entry->generation == live_generation)
+		{
+			hash_seq_term(&status);
+			return entry;
+		}
+	}
+	return NULL;
 }
 
 bool

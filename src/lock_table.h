@@ -36,6 +36,7 @@ typedef struct LockEntry
 	int64		token;			/* its czxid: the fencing token */
 	TimestampTz acquired_at;
 	uint64		generation;		/* ZooKeeper session that owns node */
+	HeldWatch  *watch;			/* on node; only while generation is open */
 	int32		session_count;	/* session holds, committed or not */
 	int32		xact_count;		/* transaction holds */
 	int			npending;		/* stack of uncommitted holds, innermost last */
@@ -50,14 +51,16 @@ extern LockEntry *lock_table_find(const char *name, LockMode mode);
 extern LockEntry *lock_table_insert(const char *name, LockMode mode,
 									int32 permits, const char *node,
 									const char *recheck_tag, int64 token,
-									uint64 generation, LockScope scope);
+									uint64 generation, HeldWatch *watch,
+									LockScope scope);
 extern void lock_table_add_hold(LockEntry *entry, LockScope scope);
 extern bool lock_table_release_session(LockEntry *entry);
 extern int	lock_table_release_all_session(void);
 extern int	lock_table_count(void);
-extern int	lock_table_forget_lost(uint64 live_generation, const char *name,
-								   LockMode mode, bool *named_lost,
-								   char *first);
+extern int	lock_table_forget_lost(uint64 live_generation, bool deletions,
+								   const char *name, LockMode mode,
+								   bool *named_lost, char *first);
+extern LockEntry *lock_table_any_live(uint64 live_generation);
 
 extern void lock_table_subxact_commit(SubTransactionId mine,
 									  SubTransactionId parent);

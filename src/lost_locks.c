@@ -16,6 +16,8 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
+
 #include "guc.h"
 #include "lost_locks.h"
 #include "stats.h"
@@ -26,13 +28,16 @@
 static bool lost_in_xact = false;
 static char lost_name[ZKLOCK_NAME_MAX + 1];
 
+/* bridge_held_deletions() when the table was last searched for them. */
+static uint64 deletions_seen = 0;
+
 const char *
 lost_locks_state(LockEntry *entry)
 {
 	ZkSessionStatus status = zk_session_status();
 
 	if (entry->generation != zk_session_generation() ||
-		status == ZK_SESSION_LOST)
+		status == ZK_SESSION_LOST || bridge_held_deleted(entry->watch))
 		return "lost";
 	return status == ZK_SESSION_CONNECTED ? "held" : "uncertain";
 }
@@ -46,6 +51,7 @@ lost_locks_forget(const char *name, LockMode mode)
 {
 	bool		named_lost = false;
 	char		first[ZKLOCK_NAME_MAX + 1];
+	uint64		deletions = bridge_held_deletions();
 
 	/*
 	 * A lost session is closed before anything is written off: the WARNINGs
@@ -55,32 +61,53 @@ lost_locks_forget(const char *name, LockMode mode)
 	zk_session_close_if_lost();
 	bridge_emit_messages();
 	stats_flush();
-	if (lock_table_forget_lost(zk_session_generation(), name, mode,
+	if (lock_table_forget_lost(zk_session_generation(),
+							   deletions != deletions_seen, name, mode,
 							   &named_lost, first) > 0 &&
 		!lost_in_xact)
 	{
 		lost_in_xact = true;
 		strlcpy(lost_name, first, sizeof(lost_name));
 	}
+	deletions_seen = deletions;
 	return named_lost;
 }
 
+/*
+ * The commit guard, at PRE_COMMIT and PRE_PREPARE.  A transaction that wrote
+ * something, while the backend holds a lock, commits only once the session
+ * is proven alive by the server itself (zk_session_confirm), not by the
+ * client's belief; a lock found lost then, or earlier in the transaction,
+ * fails the commit.  A transaction that wrote nothing has nothing to commit
+ * that the lock could protect (COMMIT PREPARED's own, say): a loss is only
+ * reported to it, with the WARNINGs, and costs it no round trip.
+ */
 void
 lost_locks_pre_commit(void)
 {
-	/* Best effort needs no verdict; only a loss already known is reported. */
-	if (lock_table_count() > 0 && zklock_on_lost_lock == ON_LOST_LOCK_ERROR)
-		zk_session_await_verdict();
+	bool		writes = GetTopTransactionIdIfAny() != InvalidTransactionId;
+
+	/* Best effort needs no proof; only a loss already known is reported. */
+	if (writes && lock_table_count() > 0 &&
+		zklock_on_lost_lock == ON_LOST_LOCK_ERROR)
+	{
+		LockEntry  *probe = lock_table_any_live(zk_session_generation());
+
+		zk_session_confirm(probe ? probe->node : NULL,
+						   probe ? probe->watch : NULL);
+	}
 	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
 
 	if (!lost_in_xact)
 		return;
 	lost_in_xact = false;
+	if (!writes)
+		return;
 	ereport(zklock_on_lost_lock == ON_LOST_LOCK_ERROR ? ERROR : WARNING,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 			 errmsg("zklock lock \"%s\" was lost before the transaction committed",
 					lost_name),
-			 errdetail("Its ZooKeeper session expired or was disconnected for longer than the session timeout while this backend held it, so another session may have held the lock while this transaction ran."),
+			 errdetail("Its ZooKeeper session expired, or was not heard from for longer than the session timeout, or its node was deleted by another client while this backend held it, so another session may have held the lock while this transaction ran."),
 			 zklock_on_lost_lock == ON_LOST_LOCK_ERROR ?
 			 errhint("The transaction is rolled back.  Acquire the lock again and retry, or set zklock.on_lost_lock = warning to commit regardless.") :
 			 errhint("The transaction commits anyway because zklock.on_lost_lock = warning.")));

@@ -91,6 +91,13 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 	bool		granted;
 
 	lost_locks_forget(NULL, mode);
+
+	/*
+	 * Before counting a hold on a lock already held: an absolute path this
+	 * role may not use fails here (42501), even when a superuser's SECURITY
+	 * DEFINER function took it earlier in the session.
+	 */
+	req.parent = zklock_parent_path(name);
 	entry = lock_table_find(name, mode);
 	if (entry != NULL && mode == LOCK_MODE_SEMAPHORE && entry->permits != permits)
 		ereport(ERROR,
@@ -112,8 +119,6 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 	if (mode == LOCK_MODE_SHARED)
 		writer = lock_table_find(name, LOCK_MODE_EXCLUSIVE);
 
-	/* Refuses a path this role may not use before connecting for nothing. */
-	req.parent = zklock_parent_path(name);
 	zh = zk_session_require(lock_table_count() > 0);
 	generation = zk_session_generation();
 	req.name = name;
@@ -140,11 +145,11 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 	PG_TRY();
 	{
 		lock_table_insert(name, mode, permits, held.path, held.recheck_tag,
-						  held.token, generation, scope);
+						  held.token, generation, held.watch, scope);
 	}
 	PG_CATCH();
 	{
-		lock_recipe_release(zh, held.path, held.recheck_tag);
+		lock_recipe_release(zh, held.path, held.recheck_tag, held.watch);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();

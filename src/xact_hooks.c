@@ -33,6 +33,11 @@ xact_callback(XactEvent event, void *arg)
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot PREPARE a transaction that acquired zklock locks"),
 						 errdetail("ZooKeeper locks belong to the backend's session, which a prepared transaction outlives.")));
+			/* A transaction that ran while a session lock was lost. */
+			lost_locks_pre_commit();
+			break;
+		case XACT_EVENT_PREPARE:
+			lost_locks_xact_end();
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:

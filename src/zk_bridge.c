@@ -112,6 +112,9 @@ static ZkSessionSnapshot session_state;
 static uint64_t watch_events;
 static bool poked;				/* a published wait was asked to check again */
 static int	deletes_in_flight;	/* janitor deletes of handle_epoch */
+static int64_t last_contact;	/* see bridge_last_contact */
+static HeldWatch *held_watches; /* every HeldWatch not yet freed */
+static uint64_t held_deletions; /* held nodes deleted by others, so far */
 
 /* Backend-only. */
 static int	wake_read_fd = -1;
@@ -119,6 +122,25 @@ static WaitEventSet *wait_set = NULL;
 
 /* Written once by the backend before any client thread exists. */
 static int	wake_write_fd = -1;
+
+/*
+ * The watch on a node the backend created (held, or queued for a lock): its
+ * deletion by anybody but this backend is a lost lock.  Freed when its last
+ * reference goes: the backend's (bridge_unwatch_held), and the client's
+ * (an armed watch or a request in flight); every one left when its handle
+ * closes, after zookeeper_close, when no callback can come any more.
+ */
+struct HeldWatch
+{
+	zhandle_t  *zh;
+	uint64_t	epoch;			/* of zh */
+	char	   *path;
+	int			refs;			/* under bridge_mutex, like the flags */
+	bool		released;		/* the backend deletes it itself, or forgot it */
+	bool		deleted;		/* by somebody else */
+	HeldWatch  *prev;
+	HeldWatch  *next;
+};
 
 /* A fire-and-forget cleanup running on the client threads. */
 typedef struct JanitorTask
@@ -135,12 +157,21 @@ static void janitor_delete(zhandle_t *zh, uint64_t epoch, const char *path);
 static void janitor_delete_tagged(zhandle_t *zh, uint64_t epoch,
 								  const char *parent, const char *tag);
 
+/*
+ * Milliseconds on a clock that keeps running while the machine is suspended
+ * (CLOCK_BOOTTIME; CLOCK_MONOTONIC stops then): ZooKeeper's servers go on
+ * counting a session's silence during a VM's suspension, and so must we.
+ */
 int64_t
 bridge_now_ms(void)
 {
 	struct timespec ts;
 
+#ifdef CLOCK_BOOTTIME
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+#else
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+#endif
 	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
@@ -533,6 +564,7 @@ bridge_handle_closing(void)
 	pthread_mutex_lock(&bridge_mutex);
 	handle_epoch = 0;
 	deletes_in_flight = 0;
+	last_contact = 0;
 	memset(&session_state, 0, sizeof(session_state));
 	session_state.changed_at_ms = bridge_now_ms();
 	pthread_mutex_unlock(&bridge_mutex);
@@ -589,6 +621,7 @@ request_new(ZkRequestKind kind, zhandle_t *zh, const char *path, const char *tag
 	req->kind = kind;
 	req->zh = zh;
 	req->epoch = current_epoch();
+	req->sent_at = bridge_now_ms();
 	count(counter_of[kind]);
 	return req;
 }
@@ -640,6 +673,26 @@ finish_abandoned(ZkRequest *req)
 	request_destroy(req);
 }
 
+/*
+ * A reply the server itself gave, which proves that it still held the
+ * session when it processed the request.
+ */
+static bool
+server_answered(int rc)
+{
+	return rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS ||
+		rc == ZBADVERSION || rc == ZNOTEMPTY || rc == ZNOAUTH ||
+		rc == ZNOCHILDRENFOREPHEMERALS;
+}
+
+/* Under bridge_mutex: a reply to a request sent at sent_at came. */
+static void
+heard_from_server(uint64_t epoch, int64_t sent_at, int rc)
+{
+	if (epoch == handle_epoch && server_answered(rc) && sent_at > last_contact)
+		last_contact = sent_at;
+}
+
 /* Client thread: publish a reply, or finish the request if abandoned. */
 static void
 complete(ZkRequest *req, int rc)
@@ -648,6 +701,7 @@ complete(ZkRequest *req, int rc)
 
 	req->rc = rc;
 	pthread_mutex_lock(&bridge_mutex);
+	heard_from_server(req->epoch, req->sent_at, rc);
 	abandoned = req->abandoned;
 	req->done = true;
 	pthread_mutex_unlock(&bridge_mutex);
@@ -955,6 +1009,219 @@ bridge_watch_events(void)
 	n = watch_events;
 	pthread_mutex_unlock(&bridge_mutex);
 	return n;
+}
+
+/*
+ * The session was heard from, through a reply to a request sent at the time
+ * returned (bridge_now_ms; 0: not since the handle was opened).  The server
+ * held the session at some moment after that time, so it cannot expire it
+ * before that time plus the session timeout.  Pings and session events do
+ * not count: the client does not tell when their request was sent, and a
+ * reply read long after it came (by a process that was stopped meanwhile)
+ * proves nothing about the present.
+ */
+int64_t
+bridge_last_contact(void)
+{
+	int64_t		t;
+
+	pthread_mutex_lock(&bridge_mutex);
+	t = last_contact;
+	pthread_mutex_unlock(&bridge_mutex);
+	return t;
+}
+
+/* ---- watches on the nodes the backend created ---- */
+
+static void held_watch_issue(HeldWatch *hw);
+
+/* Under bridge_mutex: drop a reference, freeing the watch with the last. */
+static void
+held_watch_unref(HeldWatch *hw)
+{
+	if (--hw->refs > 0)
+		return;
+	if (hw->prev)
+		hw->prev->next = hw->next;
+	else
+		held_watches = hw->next;
+	if (hw->next)
+		hw->next->prev = hw->prev;
+	free(hw->path);
+	free(hw);
+}
+
+/* Under bridge_mutex: the node is gone; a loss unless we deleted it. */
+static void
+held_watch_gone(HeldWatch *hw)
+{
+	if (!hw->released && !hw->deleted && hw->epoch == handle_epoch)
+	{
+		hw->deleted = true;
+		held_deletions++;
+		/* A waiter whose own node went must look at its queue again. */
+		watch_events++;
+	}
+}
+
+/* Client thread: the node was deleted, or its data changed. */
+static void
+held_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	HeldWatch  *hw = (HeldWatch *) ctx;
+	bool		again = false;
+
+	if (type == ZOO_SESSION_EVENT)
+		return;
+	pthread_mutex_lock(&bridge_mutex);
+	if (type == ZOO_DELETED_EVENT)
+		held_watch_gone(hw);
+	/* Data rewritten by another client: the node is still there. */
+	again = type == ZOO_CHANGED_EVENT && !hw->released &&
+		hw->epoch == handle_epoch;
+	if (!again)
+		held_watch_unref(hw);
+	pthread_mutex_unlock(&bridge_mutex);
+	if (again)
+		held_watch_issue(hw);
+	else
+		wake_backend();
+}
+
+static void
+held_watch_done(int rc, const char *value, int value_len,
+				const struct Stat *stat, const void *data)
+{
+	HeldWatch  *hw = (HeldWatch *) data;
+	bool		again;
+
+	pthread_mutex_lock(&bridge_mutex);
+	/* The watch is armed (ZOK) and keeps the reference, or set again. */
+	again = bridge_reply_lost(rc) && !hw->released && hw->epoch == handle_epoch;
+	if (rc == ZNONODE)
+		held_watch_gone(hw);
+	if (rc != ZOK && !again)
+		held_watch_unref(hw);
+	pthread_mutex_unlock(&bridge_mutex);
+	if (again)
+		held_watch_issue(hw);
+	else if (rc == ZNONODE)
+		wake_backend();
+}
+
+/* Any thread: (re)arm the watch; the reference it holds carries over. */
+static void
+held_watch_issue(HeldWatch *hw)
+{
+	count(BRIDGE_WATCHES);
+	if (zoo_awget(hw->zh, hw->path, held_watcher, hw, held_watch_done, hw) != ZOK)
+	{
+		/* The handle is closing: it is freed with it. */
+		pthread_mutex_lock(&bridge_mutex);
+		held_watch_unref(hw);
+		pthread_mutex_unlock(&bridge_mutex);
+	}
+}
+
+/*
+ * Backend: watch a node it just created, without waiting for the reply, so
+ * that the watch goes out behind the requests already sent and costs no
+ * round trip.  NULL if out of memory: the node is then not watched.
+ */
+HeldWatch *
+bridge_watch_held(zhandle_t *zh, const char *path)
+{
+	HeldWatch  *hw = calloc(1, sizeof(HeldWatch));
+
+	if (hw == NULL || (hw->path = strdup(path)) == NULL)
+	{
+		free(hw);
+		return NULL;
+	}
+	hw->zh = zh;
+	hw->epoch = current_epoch();
+	hw->refs = 2;				/* the backend's, and the request's */
+	pthread_mutex_lock(&bridge_mutex);
+	hw->next = held_watches;
+	if (held_watches)
+		held_watches->prev = hw;
+	held_watches = hw;
+	pthread_mutex_unlock(&bridge_mutex);
+	held_watch_issue(hw);
+	return hw;
+}
+
+/*
+ * Backend: it deletes the node itself now, or forgets it: nothing that
+ * happens to the node is a loss any more.  Only for a watch of the open
+ * handle (a closed one's are freed with it).
+ */
+void
+bridge_unwatch_held(HeldWatch *hw)
+{
+	if (hw == NULL)
+		return;
+	pthread_mutex_lock(&bridge_mutex);
+	hw->released = true;
+	held_watch_unref(hw);
+	pthread_mutex_unlock(&bridge_mutex);
+}
+
+/* Backend: was the node deleted by somebody else? */
+bool
+bridge_held_deleted(HeldWatch *hw)
+{
+	bool		deleted;
+
+	if (hw == NULL)
+		return false;
+	pthread_mutex_lock(&bridge_mutex);
+	deleted = hw->deleted;
+	pthread_mutex_unlock(&bridge_mutex);
+	return deleted;
+}
+
+/* Backend: a read found the node gone before its watch said so. */
+void
+bridge_held_mark_deleted(HeldWatch *hw)
+{
+	if (hw == NULL)
+		return;
+	pthread_mutex_lock(&bridge_mutex);
+	held_watch_gone(hw);
+	pthread_mutex_unlock(&bridge_mutex);
+}
+
+/* Backend: how many held nodes were deleted by others so far. */
+uint64_t
+bridge_held_deletions(void)
+{
+	uint64_t	n;
+
+	pthread_mutex_lock(&bridge_mutex);
+	n = held_deletions;
+	pthread_mutex_unlock(&bridge_mutex);
+	return n;
+}
+
+/*
+ * Backend, after zookeeper_close: no callback of that handle can come any
+ * more, so the watches it kept go, whatever their references.
+ */
+void
+bridge_handle_closed(void)
+{
+	pthread_mutex_lock(&bridge_mutex);
+	for (HeldWatch *hw = held_watches, *next; hw != NULL; hw = next)
+	{
+		next = hw->next;
+		if (hw->epoch != handle_epoch)
+		{
+			hw->refs = 1;
+			held_watch_unref(hw);
+		}
+	}
+	pthread_mutex_unlock(&bridge_mutex);
 }
 
 /* ---- janitor: cleanups that outlive the backend's interest ---- */

@@ -30,6 +30,7 @@ typedef struct ZkRequest
 	ZkRequestKind kind;
 	zhandle_t  *zh;
 	uint64_t	epoch;			/* of zh, see zk_bridge.c */
+	int64_t		sent_at;		/* bridge_now_ms() when issued */
 	char	   *path;			/* the request's path */
 	char	   *tag;			/* CREATE of a lock child: attempt tag in its name */
 	bool		done;
@@ -109,6 +110,18 @@ extern bool bridge_take_poke(void);
 extern bool bridge_done(ZkRequest *req);
 extern void bridge_free(ZkRequest *req);
 extern void bridge_abandon(ZkRequest *req);
+
+/* How recently the server is known to have held the session. */
+extern int64_t bridge_last_contact(void);
+
+/* Watches on the nodes the backend created: deleted by others = lost. */
+typedef struct HeldWatch HeldWatch;
+extern HeldWatch *bridge_watch_held(zhandle_t *zh, const char *path);
+extern void bridge_unwatch_held(HeldWatch *hw);
+extern bool bridge_held_deleted(HeldWatch *hw);
+extern void bridge_held_mark_deleted(HeldWatch *hw);
+extern uint64_t bridge_held_deletions(void);
+extern void bridge_handle_closed(void);
 
 /* Finished by the client threads, retried across reconnects. */
 extern void bridge_delete_node(zhandle_t *zh, const char *path);

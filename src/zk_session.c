@@ -56,6 +56,7 @@ close_handle(void)
 	zh = NULL;
 	bridge_handle_closing();
 	zookeeper_close(old);
+	bridge_handle_closed();
 }
 
 static void
@@ -389,18 +390,72 @@ zk_session_acl(void)
 }
 
 /*
- * While the session is suspended, wait until it is connected again or lost;
- * the local clock declares it lost once the session timeout has passed since
- * the disconnect, so this wait is bounded.  Serves interrupts.
+ * The commit guard's proof that the session still lives (DESIGN 2): the
+ * client's "connected" is a belief that a process stopped for longer than
+ * the session timeout (a VM stall, SIGSTOP) still holds when it resumes.
+ * The proof is a server reply to a request sent less than two thirds of the
+ * session timeout ago (the client pings after a third of silence, so a busy
+ * backend always has one): the server held the session after the request
+ * was sent, so it keeps it at least a third of the timeout more, for the
+ * commit record to be written.  Time is counted on the boot clock, which
+ * runs during a suspend.  Without a young enough reply, one round trip: a
+ * sync and, behind it, an exists on a held node (probe), which also proves
+ * the node is still there.  Returns once the reply came or the session is
+ * lost (closed then, to be written off by the caller); waits at most the
+ * session timeout.  Serves interrupts.
  */
-ZkSessionStatus
-zk_session_await_verdict(void)
+void
+zk_session_confirm(const char *probe, HeldWatch *probe_watch)
 {
-	ZkSessionStatus status;
+	ZkSessionSnapshot snap;
+	int			timeout_ms;
+	int64		deadline;
+	ZkRequest  *sync;
+	ZkRequest  *exists;
+	volatile bool confirmed = false;
 
-	while ((status = zk_session_status()) == ZK_SESSION_SUSPENDED)
-		zk_session_wait(-1);
-	return status;
+	if (zh == NULL || zk_session_status() == ZK_SESSION_LOST)
+		return;
+	bridge_session_snapshot(&snap);
+	timeout_ms = snap.timeout_ms > 0 ? snap.timeout_ms : session_timeout_requested;
+	if (zk_session_status() == ZK_SESSION_CONNECTED &&
+		bridge_now_ms() - bridge_last_contact() < timeout_ms - timeout_ms / 3)
+		return;
+
+	deadline = bridge_now_ms() + timeout_ms;
+	sync = bridge_sync(zh, probe ? probe : zklock_root);
+	exists = bridge_exists(zh, probe ? probe : zklock_root);
+	PG_TRY();
+	{
+		while (!bridge_done(exists) && zk_session_status() != ZK_SESSION_LOST)
+		{
+			int64		left = deadline - bridge_now_ms();
+
+			if (left <= 0)
+				break;
+			zk_session_wait(left);
+		}
+		if (bridge_done(exists) &&
+			(exists->rc == ZOK || exists->rc == ZNONODE))
+		{
+			confirmed = true;
+			if (exists->rc == ZNONODE)
+				bridge_held_mark_deleted(probe_watch);
+		}
+	}
+	PG_FINALLY();
+	{
+		bridge_abandon(sync);
+		bridge_abandon(exists);
+	}
+	PG_END_TRY();
+
+	/* Not heard from for the session timeout: it must be taken as gone. */
+	if (!confirmed)
+	{
+		stats_session_lost();
+		close_handle();
+	}
 }
 
 /* What zk_session() shows. */

@@ -38,7 +38,7 @@ typedef struct ZkSessionInfo
 extern zhandle_t *zk_session_require(bool have_locks);
 extern void zk_session_close_if_lost(void);
 extern const struct ACL_vector *zk_session_acl(void);
-extern ZkSessionStatus zk_session_await_verdict(void);
+extern void zk_session_confirm(const char *probe, HeldWatch *probe_watch);
 extern void zk_session_describe(ZkSessionInfo *info);
 extern ZkSessionStatus zk_session_status(void);
 extern uint64 zk_session_generation(void);

@@ -38,7 +38,8 @@ sub queue_of
 	return $q;
 }
 
-# Check that watches on the queue are exactly: each waiter on its
+# Check that watches on the queue are exactly: each node's owner on its own
+# node (to learn if another client deletes it), and each waiter on its
 # predecessor, one watch each.
 sub watches_ok
 {
@@ -49,7 +50,7 @@ sub watches_ok
 	{
 		my $w = $zk->watches;
 		$got = { map { $_ => scalar @{ $w->{$_} } } grep { m{^\Q$parent\E} } keys %$w };
-		$want = { map { $q->[$_] => 1 } 0 .. $#$q - 1 };
+		$want = { map { $q->[$_] => ($_ < $#$q ? 2 : 1) } 0 .. $#$q };
 		return is_deeply($got, $want, $what) if _same($got, $want);
 		sleep 0.1;
 	} while (time < $deadline);
@@ -80,7 +81,7 @@ for my $i (1 .. 5)
 	push @waiters, { session => $w, node => $node, name => "waiter$i", znode => $q->[-1] };
 }
 my $q = queue();
-watches_ok($q, 'each of 5 waiters watches only its predecessor');
+watches_ok($q, 'each of 5 waiters watches only its predecessor (and its own node)');
 
 # CPU spent by the waiting backends over a second: no polling.
 my @pids = map {

@@ -5,6 +5,7 @@ Usage: zkwrite.py HOSTS create PATH HEXDATA   creates PATH<10-digit sequence>
                                               (persistent, parents created),
                                               prints its path
        zkwrite.py HOSTS delete PATH           deletes PATH (if it exists)
+       zkwrite.py HOSTS deleteall PATH        deletes PATH and everything below
 
 For tests of how zklock reads nodes it did not write.
 """
@@ -22,9 +23,9 @@ def main():
         if action == "create":
             print(zk.create(path, bytes.fromhex(sys.argv[4]), sequence=True,
                             makepath=True))
-        elif action == "delete":
+        elif action in ("delete", "deleteall"):
             try:
-                zk.delete(path)
+                zk.delete(path, recursive=action == "deleteall")
             except NoNodeError:
                 pass
         else:
