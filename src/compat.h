@@ -82,24 +82,12 @@ zklock_wait_event(void)
 #define ZKLOCK_WAIT_EVENT() PG_WAIT_EXTENSION
 #endif
 
-/*
- * The parameters of a ProcessUtility_hook, and the arguments that pass them
- * on: 14 added readOnlyTree.  The same from 14 to 18.
- */
-#if PG_VERSION_NUM >= 140000
+/* The parameters of a ProcessUtility_hook, and the arguments that pass them on. */
 #define ZKLOCK_PROCESS_UTILITY_PARAMS \
 	PlannedStmt *pstmt, const char *queryString, bool readOnlyTree, \
 	ProcessUtilityContext context, ParamListInfo params, \
 	QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc
 #define ZKLOCK_PROCESS_UTILITY_ARGS \
 	pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc
-#else
-#define ZKLOCK_PROCESS_UTILITY_PARAMS \
-	PlannedStmt *pstmt, const char *queryString, \
-	ProcessUtilityContext context, ParamListInfo params, \
-	QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc
-#define ZKLOCK_PROCESS_UTILITY_ARGS \
-	pstmt, queryString, context, params, queryEnv, dest, qc
-#endif
 
 #endif							/* ZKLOCK_COMPAT_H */

@@ -870,6 +870,9 @@ acquire_semaphore(zhandle_t *zh, const LockRequest *req, Acquisition *acq,
 			lock_recipe_release(zh, gate.path, gate.recheck_tag, gate.watch);
 	}
 	PG_END_TRY();
+	/* Timed out: the gate's delete too is applied before returning. */
+	if (!granted)
+		lock_recipe_await_releases(true);
 	return granted;
 }
 

@@ -138,6 +138,12 @@ stats_exit(int code, Datum arg)
 		stats_wait_end(waiting_for, STATS_CANCELLED);
 	lock_table_visit(hold_ended_at_exit, NULL);
 	stats_flush();
+
+	/*
+	 * Counted once and for all: the abort of a transaction that is still
+	 * open runs later in the exit, and must not count its holds again.
+	 */
+	shared = NULL;
 }
 
 /* _PG_init: set up shared memory when preloaded. */

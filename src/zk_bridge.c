@@ -243,10 +243,11 @@ void
 bridge_log_callback(const char *message)
 {
 	/*
-	 * "failed while receiving a server response" with no session yet: EOF
-	 * right after the handshake was sent; "refused" with EPIPE or
-	 * ECONNRESET: closed before it could be (ECONNREFUSED is nobody
-	 * listening).
+	 * "failed while receiving a server response": EOF, right after the
+	 * handshake was sent when no session was accepted yet; "refused" with
+	 * EPIPE or ECONNRESET: closed before it could be (ECONNREFUSED is nobody
+	 * listening).  Counted always, but read only while waiting for a first
+	 * session (wait_connected), when an EOF can only be the first kind.
 	 */
 	if (strstr(message, "failed while receiving a server response") != NULL ||
 		(strstr(message, "server refused to accept the client") != NULL &&
@@ -1282,13 +1283,21 @@ nothing_left(int rc)
 static void janitor_delete_issue(JanitorTask *task);
 static void janitor_children_issue(JanitorTask *task);
 
+/*
+ * A cleanup that failed for good: the node it was to delete (task->path, or
+ * this backend's child of it) stays until the session ends.
+ */
 static void
-janitor_report(JanitorTask *task, const char *what, int rc)
+janitor_report(JanitorTask *task, bool listing, int rc)
 {
 	char		text[1024];
 
-	snprintf(text, sizeof(text), "could not %s znode \"%s\": %s; it goes when this backend's ZooKeeper session ends",
-			 what, task->path, zerror(rc));
+	if (listing)
+		snprintf(text, sizeof(text), "could not look for this backend's node under znode \"%s\": %s; the node, if there is one, goes when this backend's ZooKeeper session ends",
+				 task->path, zerror(rc));
+	else
+		snprintf(text, sizeof(text), "could not delete znode \"%s\": %s; it goes when this backend's ZooKeeper session ends",
+				 task->path, zerror(rc));
 	queue_message(WARNING, text);
 }
 
@@ -1303,7 +1312,7 @@ janitor_delete_done(int rc, const void *data)
 	else
 	{
 		if (!nothing_left(rc))
-			janitor_report(task, "delete", rc);
+			janitor_report(task, false, rc);
 		janitor_free(task);
 	}
 }
@@ -1319,7 +1328,7 @@ janitor_delete_issue(JanitorTask *task)
 	if (rc != ZOK)
 	{
 		if (!nothing_left(rc))
-			janitor_report(task, "delete", rc);
+			janitor_report(task, false, rc);
 		janitor_free(task);
 	}
 }
@@ -1356,7 +1365,7 @@ janitor_children_done(int rc, const struct String_vector *strings, const void *d
 			child = malloc(size);
 			if (child == NULL)
 			{
-				janitor_report(task, "clean up a child of", ZSYSTEMERROR);
+				janitor_report(task, true, ZSYSTEMERROR);
 				continue;
 			}
 			snprintf(child, size, "%s/%s", task->path, strings->data[i]);
@@ -1365,7 +1374,7 @@ janitor_children_done(int rc, const struct String_vector *strings, const void *d
 		}
 	}
 	else if (!nothing_left(rc))
-		janitor_report(task, "list children of", rc);
+		janitor_report(task, true, rc);
 	janitor_free(task);
 }
 
@@ -1381,7 +1390,7 @@ janitor_children_issue(JanitorTask *task)
 	if (rc != ZOK)
 	{
 		if (!nothing_left(rc))
-			janitor_report(task, "list children of", rc);
+			janitor_report(task, true, rc);
 		janitor_free(task);
 	}
 }

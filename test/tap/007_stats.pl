@@ -97,6 +97,23 @@ $node_a->poll_query_until('postgres',
 is(stats($node_a, 'holders', 'busy'), '0', 'a holder that disconnects no longer counts');
 $holder->quit;
 
+# A backend terminated inside a transaction that took a lock: its hold ends
+# once in the statistics, not once at exit and again with the abort.
+my $keeper = session($node_a, 'keeper');
+$keeper->query_safe(q{SELECT zk_lock_acquire_shared('twice')});
+my $doomed = session($node_a, 'doomed');
+$doomed->query_safe(q{BEGIN; SELECT zk_lock_xact_acquire_shared('twice')});
+is(stats($node_a, 'holders', 'twice'), '2', 'two holders of a shared lock');
+$node_a->safe_psql('postgres',
+	q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'doomed'});
+$node_a->poll_query_until('postgres',
+	q{SELECT count(*) FROM pg_stat_activity WHERE application_name = 'doomed'}, '0');
+is(stats($node_a, 'holders', 'twice'), '1', 'the terminated one no longer counts, the other still does');
+$keeper->query_safe(q{SELECT zk_lock_release_shared('twice')});
+is(stats($node_a, 'holders', 'twice'), '0', 'nor once it released');
+$keeper->quit;
+eval { $doomed->quit };
+
 # 3. Reset, by a superuser only.
 $node_a->safe_psql('postgres', 'CREATE ROLE plain LOGIN');
 my ($rc, $out, $err) = $node_a->psql('postgres', 'SELECT zk_lock_stats_reset()',
