@@ -54,14 +54,22 @@ my %data = (
 	bad_date => '{"pid":3,"requested_at":"2026-13-45 99:99:99+00"}',
 	huge_number => '{"pid":4,"x":1e100000000}',
 	nested => '{"pid":{"a":5},"host":["h"],"port":6}',
+	deep => '{"pid":7,"x":' . ('[' x 100000) . (']' x 100000) . '}',
+	deep_object => ('{"a":' x 50000) . '1' . ('}' x 50000),
+	tiny_exponent => '{"pid":8,"x":1e-9223372036854775809}',
+	unicode_escape => '{"pid":9,"user":"caf\\u00e9"}',
 	plain_text => '127.0.0.1',
 	good => '{"cluster_name":"other","host":"h","port":5432,"pid":42,"database":"d","user":"u","application_name":"app","requested_at":"2026-11-23T08:00:00.5Z","mode":"exclusive"}',
 );
 my @created;
 for my $kind (sort keys %data)
 {
-	my $hex = unpack('H*', $data{$kind});
-	my $path = `/usr/bin/python3 $zkwrite '@{[ $zk->hosts ]}' create '$parent/_c_$kind-lock-' $hex`;
+	# Through a file: a command line argument holds at most 128 kB.
+	my $hexfile = "$PostgreSQL::Test::Utils::tmp_check/foreign.hex";
+	open my $fh, '>', $hexfile or die "$hexfile: $!";
+	print $fh unpack('H*', $data{$kind});
+	close $fh;
+	my $path = `/usr/bin/python3 $zkwrite '@{[ $zk->hosts ]}' create '$parent/_c_$kind-lock-' \@$hexfile`;
 	chomp $path;
 	ok($? == 0 && $path =~ /-lock-\d{10}$/, "foreign node '$kind' created");
 	push @created, $path;
@@ -70,7 +78,17 @@ for my $kind (sort keys %data)
 $rows = $s->query_safe(q{
 SELECT count(*), count(pid), count(requested_at), count(cluster_name)
   FROM zk_lock_holders('foreign')});
-is($rows, '9|2|1|2', 'zk_lock_holders reads all nine, keeping only well-formed fields');
+is($rows, '13|3|1|2', 'zk_lock_holders reads all thirteen, keeping only well-formed fields');
+is($s->query_safe(q{SELECT usename FROM zk_lock_holders('foreign') WHERE pid = 9}),
+	'café', 'a \\u escape reads as its character in a UTF8 database');
+# In the LATIN1 database: escapes beyond ASCII are refused before the
+# server's lexer (which raises on 15) sees them; nothing fails.
+is($latin->query_safe(q{
+SELECT count(*), count(pid), count(pid) FILTER (WHERE pid = 9)
+  FROM zk_lock_holders('foreign')}), '13|3|0',
+	'a LATIN1 database reads the same nodes, without the one with a \\u escape');
+is($latin->query_safe(q{SELECT count(*) >= 13 FROM zk_cluster_locks}), 't',
+	'and zk_cluster_locks too');
 is($s->query_safe(q{
 SELECT cluster_name, host_port, pid, database, usename, application_name,
        requested_at AT TIME ZONE 'UTC', holding
@@ -79,18 +97,30 @@ SELECT cluster_name, host_port, pid, database, usename, application_name,
 	'a well-formed foreign node shows every field');
 is($s->query_safe(q{
 SELECT count(*) FROM zk_lock_queue('foreign') WHERE info IS NOT NULL}),
-	'5', 'zk_lock_queue keeps the info only of the documents jsonb accepts');
+	'6', 'zk_lock_queue keeps the info only of the documents jsonb accepts');
 is($s->query_safe(q{
 SELECT count(*) FROM zk_lock_queue('foreign') WHERE (info::jsonb) ? 'pid'}),
-	'5', 'every info it keeps casts to jsonb');
+	'6', 'every info it keeps casts to jsonb');
 is($s->query_safe(q{SELECT count(*) >= 10 FROM zk_cluster_locks}), 't',
 	'zk_cluster_locks lists everything, foreign and LATIN1 alike');
 is($s->query_safe(q{
-SELECT blocked_by FROM zk_lock_holders('foreign') WHERE position = 3}),
-	'{_c_bad_date-lock-0000000000,other/42}',
+SELECT blocked_by FROM zk_lock_holders('foreign') WHERE position = 5}),
+	'{_c_bad_date-lock-0000000000,_c_deep-lock-0000000001,_c_deep_object-lock-0000000002,other/42}',
 	'a waiter behind nodes that name no backend is blocked by their node names');
 
+# A waiting acquisition behind the foreign nodes, looking for deadlocks
+# while it waits, is not disturbed by them: it is granted once they go.
+my $w = $node_a->background_psql('postgres', on_error_stop => 0);
+$w->query_safe(q{SET deadlock_timeout = '100ms'});
+$w->{stdin} .= "SELECT 'granted', zk_lock_acquire('foreign', 20000);\n";
+$w->{run}->pump_nb;
+sleep_for(1);
 system('/usr/bin/python3', $zkwrite, $zk->hosts, 'delete', $_) for @created;
+like($w->query_until(qr/granted/, ''), qr/granted\|t/,
+	'a waiter behind them, checking for deadlocks, is granted once they go');
+is($w->{stderr}, '', 'without any error');
+$w->query_safe(q{SELECT zk_lock_release('foreign')});
+$w->quit;
 $latin->query_safe(q{SELECT zk_lock_release('café')});
 $latin->quit;
 $s->quit;

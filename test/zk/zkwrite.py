@@ -3,7 +3,8 @@
 
 Usage: zkwrite.py HOSTS create PATH HEXDATA   creates PATH<10-digit sequence>
                                               (persistent, parents created),
-                                              prints its path
+                                              prints its path; HEXDATA @FILE
+                                              reads the hex digits from FILE
        zkwrite.py HOSTS delete PATH           deletes PATH (if it exists)
        zkwrite.py HOSTS deleteall PATH        deletes PATH and everything below
 
@@ -21,7 +22,11 @@ def main():
     zk.start(timeout=15)
     try:
         if action == "create":
-            print(zk.create(path, bytes.fromhex(sys.argv[4]), sequence=True,
+            hexdata = sys.argv[4]
+            if hexdata.startswith("@"):
+                with open(hexdata[1:]) as f:
+                    hexdata = f.read().strip()
+            print(zk.create(path, bytes.fromhex(hexdata), sequence=True,
                             makepath=True))
         elif action in ("delete", "deleteall"):
             try:
