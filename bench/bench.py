@@ -419,6 +419,8 @@ def bench_cycles(t):
         'session_pgbench': lambda: node.pgbench(BENCH / 'pgbench' / 'session.sql', n),
         'xact_plpgsql': lambda: plpgsql('xact', n),
         'xact_pgbench': lambda: node.pgbench(BENCH / 'pgbench' / 'xact.sql', n),
+        'xact_write_plpgsql': lambda: plpgsql('xact_write', n),
+        'xact_write_pgbench': lambda: node.pgbench(BENCH / 'pgbench' / 'xact_write.sql', n),
         'advisory_plpgsql': lambda: plpgsql('advisory', n_adv),
         'advisory_pgbench': lambda: node.pgbench(BENCH / 'pgbench' / 'advisory.sql',
                                                  n_adv_pgbench),
@@ -734,7 +736,9 @@ def table_rows(res):
     for key, label in (('session_plpgsql', 'zklock session lock, PL/pgSQL loop'),
                        ('session_pgbench', 'zklock session lock, pgbench'),
                        ('xact_plpgsql', 'zklock xact lock + COMMIT, PL/pgSQL'),
-                       ('xact_pgbench', 'zklock xact lock + COMMIT, pgbench')):
+                       ('xact_pgbench', 'zklock xact lock + COMMIT, pgbench'),
+                       ('xact_write_plpgsql', 'zklock xact lock + INSERT + COMMIT, PL/pgSQL'),
+                       ('xact_write_pgbench', 'zklock xact lock + INSERT + COMMIT, pgbench')):
         row('  ' + label, lambda r, k=key: fmt(r['cycle_' + k], '.0f'))
         row('    time ratio zklock / bare', lambda r, k=key: ratio(r, 'cycle_' + k))
     row('  pg_advisory_lock, PL/pgSQL loop', lambda r: fmt(r['cycle_advisory_plpgsql'], '.0f'))

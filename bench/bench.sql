@@ -8,9 +8,12 @@ CREATE EXTENSION zklock;
 
 -- Uncontended cycles from PL/pgSQL.  kind: 'session' (zk_lock_acquire +
 -- zk_lock_release), 'xact' (zk_lock_xact_acquire, then COMMIT ends the
--- transaction and the lock), 'advisory' (pg_advisory_lock +
+-- transaction and the lock), 'xact_write' (the same with a row written, so
+-- that the commit guard checks the session), 'advisory' (pg_advisory_lock +
 -- pg_advisory_unlock, for scale).  One untimed cycle first: the ZooKeeper
 -- session is opened and the lock's parent created on first use.
+CREATE UNLOGGED TABLE bench_writes (i int);
+
 CREATE PROCEDURE bench_cycles(kind text, lock text, n int,
                               INOUT seconds float8 DEFAULT NULL)
 LANGUAGE plpgsql AS $$
@@ -28,6 +31,10 @@ BEGIN
         PERFORM zk_lock_release(lock);
       WHEN 'xact' THEN
         PERFORM zk_lock_xact_acquire(lock);
+        COMMIT;
+      WHEN 'xact_write' THEN
+        PERFORM zk_lock_xact_acquire(lock);
+        INSERT INTO bench_writes VALUES (i);
         COMMIT;
       WHEN 'advisory' THEN
         PERFORM pg_advisory_lock(key);
