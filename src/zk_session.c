@@ -410,8 +410,8 @@ zk_session_confirm(const char *probe, HeldWatch *probe_watch)
 	ZkSessionSnapshot snap;
 	int			timeout_ms;
 	int64		deadline;
-	ZkRequest  *sync;
-	ZkRequest  *exists;
+	ZkRequest  *volatile sync = NULL;
+	ZkRequest  *volatile exists = NULL;
 	volatile bool confirmed = false;
 
 	if (zh == NULL || zk_session_status() == ZK_SESSION_LOST)
@@ -423,30 +423,49 @@ zk_session_confirm(const char *probe, HeldWatch *probe_watch)
 		return;
 
 	deadline = bridge_now_ms() + timeout_ms;
-	sync = bridge_sync(zh, probe ? probe : zklock_root);
-	exists = bridge_exists(zh, probe ? probe : zklock_root);
 	PG_TRY();
 	{
-		while (!bridge_done(exists) && zk_session_status() != ZK_SESSION_LOST)
+		for (;;)
 		{
+			ZkSessionStatus status = zk_session_status();
 			int64		left = deadline - bridge_now_ms();
 
-			if (left <= 0)
+			if (status == ZK_SESSION_LOST || left <= 0)
 				break;
+			/* Sent once connected; again if a reply was lost meanwhile. */
+			if (exists == NULL && status == ZK_SESSION_CONNECTED)
+			{
+				sync = bridge_sync(zh, probe ? probe : zklock_root);
+				exists = bridge_exists(zh, probe ? probe : zklock_root);
+			}
+			if (exists != NULL && bridge_done(exists))
+			{
+				int			rc = exists->rc;
+
+				bridge_abandon(sync);
+				bridge_abandon(exists);
+				sync = exists = NULL;
+				if (rc == ZOK || rc == ZNONODE)
+				{
+					confirmed = true;
+					if (rc == ZNONODE)
+						bridge_held_mark_deleted(probe_watch);
+					break;
+				}
+				if (!bridge_reply_lost(rc))
+					break;
+				continue;
+			}
 			zk_session_wait(left);
-		}
-		if (bridge_done(exists) &&
-			(exists->rc == ZOK || exists->rc == ZNONODE))
-		{
-			confirmed = true;
-			if (exists->rc == ZNONODE)
-				bridge_held_mark_deleted(probe_watch);
 		}
 	}
 	PG_FINALLY();
 	{
-		bridge_abandon(sync);
-		bridge_abandon(exists);
+		if (exists != NULL)
+		{
+			bridge_abandon(sync);
+			bridge_abandon(exists);
+		}
 	}
 	PG_END_TRY();
 

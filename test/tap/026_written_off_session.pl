@@ -39,12 +39,13 @@ my $leader = $zk->leader;
 $zk->signal($_, 'STOP') for $zk->running;
 
 # The client notices the silence after 2/3 of the session timeout.  A
-# statement then waits (at COMMIT) for the verdict on the session, which
-# the local clock gives once the session timeout has passed since, and
-# writes the locks off.  Its client does not read the WARNINGs for now, so
-# the backend blocks sending them.
+# statement that writes (txid_current() takes a transaction ID) then waits
+# at COMMIT for the verdict on the session, which the local clock gives once
+# the session timeout has passed since, and writes the locks off.  Its
+# client does not read the WARNINGs for now, so the backend blocks sending
+# them.
 sleep_for(3.5);
-send_query($holder, qq{SELECT zk_lock_token('${prefix}1')}, 'written_off');
+send_query($holder, qq{SELECT zk_lock_token('${prefix}1'), txid_current()}, 'written_off');
 sleep_for(6);
 
 # A new leader, with fresh session timeouts for everybody.
