@@ -613,6 +613,84 @@ await_watch(Attempt *a, uint64 events)
 }
 
 /*
+ * Judge the listing in a->children (answered, and freed here): true if our
+ * node holds.  Otherwise *pred gets the nearest lower node that blocks us
+ * (palloc'd; for a lock, what to watch).  Raises if our node is gone, if a
+ * semaphore's leases were taken with other permits, or for a downgrade that
+ * would wait for itself.
+ */
+static bool
+judge_listing(Attempt *a, const char *own, int64 own_seq, char **pred)
+{
+	ZkRequest  *listing = a->children;
+	int64		pred_seq = -1;
+	int			lower = 0;
+	bool		found = false;
+
+	*pred = NULL;
+	if (listing->rc != ZOK)
+		zk_report_error(listing->rc, "list children of", a->parent);
+	for (int i = 0; i < listing->nchildren; i++)
+	{
+		const char *child = listing->children[i];
+		int64		seq = lock_node_sequence(child);
+
+		if (strcmp(child, own) == 0)
+			found = true;
+		else if (strstr(child, a->tag) != NULL)
+		{
+			/* A twin from a lost create we could not see: never keep two. */
+			char	   *twin = psprintf("%s/%s", a->parent, child);
+
+			bridge_delete_node(a->zh, twin);
+			pfree(twin);
+		}
+		else if (seq >= 0 && seq < own_seq)
+		{
+			bool		blocker = lock_node_blocks(a->mode, own, child);
+
+			if (a->mode == LOCK_MODE_SEMAPHORE &&
+				lock_node_permits(child) != a->permits)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("semaphore is in use with a different number of permits"),
+						 errdetail("Node \"%s/%s\" was taken with %d permits; this call asks for %d.",
+								   a->parent, child, lock_node_permits(child),
+								   a->permits),
+						 errhint("Use the same permits for a semaphore everywhere.")));
+			lower++;
+			if (blocker && a->own_writer != NULL)
+				refuse_downgrade(a, child);
+			if (blocker && seq > pred_seq)
+			{
+				if (*pred)
+					pfree(*pred);
+				*pred = pstrdup(child);
+				pred_seq = seq;
+			}
+		}
+	}
+	free_request(&a->children);
+	if (!found)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("ZooKeeper node \"%s\" was deleted while waiting for the lock", a->node),
+				 errdetail("Something other than this backend removed it.")));
+	return a->mode == LOCK_MODE_SEMAPHORE ? lower < a->permits : *pred == NULL;
+}
+
+/* List the queue (again after lost replies) and judge it; see judge_listing. */
+static bool
+look(Attempt *a, const char *own, int64 own_seq, char **pred, bool *held)
+{
+	if (!request_until_answered(a, &a->children, bridge_get_children,
+								a->parent))
+		return false;
+	*held = judge_listing(a, own, own_seq, pred);
+	return true;
+}
+
+/*
  * Queue up and wait for our turn.  True when we hold the lock, false when
  * the deadline passed (or, for a try, the lock was taken).
  */
@@ -636,65 +714,13 @@ run_attempt(Attempt *a)
 
 	for (;;)
 	{
-		const char *pred = NULL;
-		int64		pred_seq = -1;
-		int			lower = 0;
-		bool		found = false;
+		char	   *pred;
 		bool		held;
 		uint64		events;
 		int			rc;
 
-		if (!request_until_answered(a, &a->children, bridge_get_children,
-									a->parent))
+		if (!look(a, own, own_seq, &pred, &held))
 			return false;
-		rc = a->children->rc;
-		if (rc != ZOK)
-			zk_report_error(rc, "list children of", a->parent);
-
-		for (int i = 0; i < a->children->nchildren; i++)
-		{
-			const char *child = a->children->children[i];
-			int64		seq = lock_node_sequence(child);
-
-			if (strcmp(child, own) == 0)
-				found = true;
-			else if (strstr(child, a->tag) != NULL)
-			{
-				/* A twin from a lost create we could not see: never keep two. */
-				char	   *twin = psprintf("%s/%s", a->parent, child);
-
-				bridge_delete_node(a->zh, twin);
-				pfree(twin);
-			}
-			else if (seq >= 0 && seq < own_seq)
-			{
-				bool		blocker = lock_node_blocks(a->mode, own, child);
-
-				if (a->mode == LOCK_MODE_SEMAPHORE &&
-					lock_node_permits(child) != a->permits)
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("semaphore is in use with a different number of permits"),
-							 errdetail("Node \"%s/%s\" was taken with %d permits; this call asks for %d.",
-									   a->parent, child, lock_node_permits(child),
-									   a->permits),
-							 errhint("Use the same permits for a semaphore everywhere.")));
-				lower++;
-				if (blocker && a->own_writer != NULL)
-					refuse_downgrade(a, child);
-				if (blocker && seq > pred_seq)
-				{
-					pred = child;
-					pred_seq = seq;
-				}
-			}
-		}
-		if (!found)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("ZooKeeper node \"%s\" was deleted while waiting for the lock", a->node),
-					 errdetail("Something other than this backend removed it.")));
-		held = a->mode == LOCK_MODE_SEMAPHORE ? lower < a->permits : pred == NULL;
 		if (held)
 			return true;
 		if (a->acq->timeout_ms == 0)
@@ -714,7 +740,6 @@ run_attempt(Attempt *a)
 			a->watched = psprintf("%s/%s", a->parent, pred);
 			a->watch_type = ZWATCHTYPE_DATA;
 		}
-		free_request(&a->children);
 
 		events = bridge_watch_events();
 		a->watch = bridge_watch(a->zh, a->watched, a->watch_type);
@@ -722,6 +747,19 @@ run_attempt(Attempt *a)
 			return false;
 		rc = a->watch->rc;
 		free_request(&a->watch);
+		if (rc == ZOK && a->watch_type == ZWATCHTYPE_CHILD)
+		{
+			/*
+			 * The leases' watch is set after they were listed: a lease that
+			 * went in between would never be heard of, and the head waiter
+			 * would wait for good.  Look again now that it is armed: what
+			 * goes from now on fires it.
+			 */
+			if (!look(a, own, own_seq, &pred, &held))
+				return false;
+			if (held)
+				return true;
+		}
 		if (rc == ZOK)
 		{
 			if (!await_watch(a, events))
@@ -832,8 +870,14 @@ attempt_finish(Attempt *a, HeldNode *held)
 		lock_recipe_await_releases(true);
 		return false;
 	}
-	/* The watch fired or was never set; nothing is in flight. */
+	/*
+	 * Nothing is in flight.  A lock's watch fired, or was never set; the
+	 * leases' watch may still be armed (granted on a second look, or on a
+	 * wake-up by another event): remove it.
+	 */
 	drop_request(&a->children);
+	if (a->watched && a->watch_type == ZWATCHTYPE_CHILD)
+		bridge_remove_watch(a->zh, a->watched, a->watch_type);
 	held->path = a->node;
 	held->watch = a->hw;
 	held->token = a->czxid;
