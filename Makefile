@@ -19,7 +19,8 @@ OBJS = \
 	src/utility_hook.o
 
 EXTENSION = zklock
-DATA = sql/zklock--1.0.sql sql/zklock--1.2.sql sql/zklock--1.0--1.1.sql sql/zklock--1.1--1.2.sql
+DATA = sql/zklock--1.0.sql sql/zklock--1.3.sql sql/zklock--1.0--1.1.sql \
+	sql/zklock--1.1--1.2.sql sql/zklock--1.2--1.3.sql
 PGFILEDESC = "zklock - cluster-wide locks held in Apache ZooKeeper"
 
 # The ZooKeeper C client's multi-threaded flavour: its own IO and completion

@@ -80,6 +80,17 @@ SELECT in_other_session($$SELECT zk_lock_release_all()::text$$) AS other_release
 SELECT zk_lock_release_all();
 SELECT count(*) FROM zk_cluster_locks;
 
+-- A lock and a semaphore of one name are separate things: both are listed,
+-- each queue numbered from 1.
+SELECT zk_lock_acquire('both'), zk_semaphore_acquire('both', 2);
+SELECT in_other_session($$SELECT zk_semaphore_acquire('both', 2)::text$$) AS other_sem;
+SELECT position, mode, holding, pid = pg_backend_pid() AS mine
+  FROM zk_lock_holders('both') ORDER BY mode, position;
+SELECT mode, count(*) FROM zk_cluster_locks WHERE lock_name = 'both' GROUP BY mode ORDER BY mode;
+SELECT mode, info->>'mode' AS info_mode FROM zk_lock_queue('both') ORDER BY mode, position;
+SELECT in_other_session($$SELECT zk_semaphore_release('both')::text$$) AS other_sem_released;
+SELECT zk_lock_release('both'), zk_semaphore_release('both');
+
 -- Exclusive nodes named for Curator's read-write lock.
 SET zklock.exclusive_naming = readwrite;
 SELECT zk_lock_acquire('curator-rw');

@@ -31,7 +31,7 @@ SELECT lock_name, position, mode, holding, usename = current_user AS mine
   FROM zk_lock_holders('priv-a');
 SELECT lock_name, mode, holding, usename = current_user AS mine
   FROM zk_cluster_locks WHERE lock_name LIKE 'priv-%' ORDER BY 1, 2;
-SELECT lock_name, mode, holding, info::jsonb->>'user' = current_user AS mine
+SELECT lock_name, mode, holding, info->>'user' = current_user AS mine
   FROM zk_lock_queue('priv-s');
 
 -- Statistics: readable, here without shared_preload_libraries (55000, not a

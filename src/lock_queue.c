@@ -9,7 +9,10 @@
  * It is a snapshot: nodes come and go between the two steps, and those that
  * went are left out.  Whether a node holds, and which nodes it waits for, is
  * judged the way its owner judges (lock_node_blocks), from the names alone.
- * Every wait is bounded by zklock.connect_timeout.
+ * Nothing read raises an error: data that is not a JSON document reads as
+ * NULL, a node we may not read shows no token, and in the listing of every
+ * lock a lock we may not list is left out.  Each request is given
+ * zklock.connect_timeout to be answered.
  */
 #include "postgres.h"
 
@@ -19,6 +22,8 @@
 #include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
 #include "utils/tuplestore.h"
 
 #include "compat.h"
@@ -45,31 +50,62 @@ typedef struct QueueNode
 	int		   *blockers;
 	ZkRequest  *get;
 	bool		gone;			/* deleted before it could be read */
+	bool		unreadable;		/* its ACL does not let us read it */
 	int64		czxid;
 	char	   *data;
 	int			data_len;
 	NodeInfo	info;
 } QueueNode;
 
-/* One call's reading; requests it still owns are abandoned on ERROR. */
-typedef struct QueueRead
+/*
+ * One lock's queues: the lock's own nodes, then, if a semaphore of the same
+ * name exists, its leases and the waiters at its gate.  A lock and a
+ * semaphore of one name are separate things; both are listed.
+ */
+typedef struct LockRead
 {
-	zhandle_t  *zh;
-	int64		deadline;
-	ZkRequest  *listing;
+	char	   *name;
+	char	   *parent;
+	ZkRequest  *listing;		/* in flight: parent's children */
+	ZkRequest  *leases_listing; /* ... the semaphore's leases */
+	ZkRequest  *gate_listing;	/* ... and its gate */
+	bool		skipped;		/* unreadable, and not asked for by name */
 	QueueNode  *nodes;
 	int			nnodes;
 	int			maxnodes;
+	int			nlock;			/* nodes[0, nlock): the lock's queue */
+	int			nleases;		/* then the leases, then the gate */
+} LockRead;
+
+/*
+ * One call's reading.  The tree is read in batches of locks, each batch
+ * pipelined (its listings, then its nodes' data), so that any number of
+ * locks is read in a bounded number of round trips per batch, and each
+ * request is given zklock.connect_timeout from when it was sent, not one
+ * deadline for the whole tree.  Requests it still owns are abandoned on
+ * ERROR.
+ */
+typedef struct QueueRead
+{
+	zhandle_t  *zh;
+	bool		by_name;		/* one lock asked for: errors are raised */
+	ZkRequest  *listing;		/* of zklock.root */
+	LockRead   *locks;
+	int			nlocks;
 } QueueRead;
 
+/* Locks read in one pipelined batch. */
+#define READ_BATCH 256
+
 /* What one row of a function shows of a node. */
-typedef void (*QueueRowEmitter) (QueueRead *r, const char *name, int i,
-								 int position, ReturnSetInfo *rsinfo);
+typedef void (*QueueRowEmitter) (QueueRead *r, LockRead *l, const char *name,
+								 int i, int position, ReturnSetInfo *rsinfo);
 
 static void
-await_request(QueueRead *r, ZkRequest *req)
+await_request(ZkRequest *req)
 {
-	if (!zk_session_await(req, r->deadline, "reading a lock queue"))
+	if (!zk_session_await(req, req->sent_at + zklock_connect_timeout,
+						  "reading a lock queue"))
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("ZooKeeper did not answer within %d ms while reading a lock queue",
@@ -86,16 +122,27 @@ by_sequence(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* List parent's sequential children into r->nodes; ZNONODE lists nothing. */
-static void
-list_children(QueueRead *r, const char *parent, bool gate)
+/*
+ * Take a listing's sequential children into l->nodes; ZNONODE lists
+ * nothing.  False if it may not be read (ZNOAUTH), unless the lock was
+ * asked for by name: then that raises.  *leases: whether the listed node has
+ * the children of a semaphore ("leases", "locks"); may be NULL.
+ */
+static bool
+take_listing(QueueRead *r, LockRead *l, ZkRequest **slot, bool gate,
+			 bool *leases, bool *gate_exists)
 {
-	ZkRequest  *req = bridge_get_children(r->zh, parent);
+	ZkRequest  *req = *slot;
 
-	r->listing = req;
-	await_request(r, req);
+	await_request(req);
+	if (req->rc == ZNOAUTH && !r->by_name)
+	{
+		bridge_free(req);
+		*slot = NULL;
+		return false;
+	}
 	if (req->rc != ZOK && req->rc != ZNONODE)
-		zk_report_error(req->rc, "list children of", parent);
+		zk_report_error(req->rc, "list children of", req->path);
 	for (int i = 0; req->rc == ZOK && i < req->nchildren; i++)
 	{
 		const char *child = req->children[i];
@@ -103,21 +150,29 @@ list_children(QueueRead *r, const char *parent, bool gate)
 		QueueNode  *n;
 
 		if (seq < 0)
-			continue;
-		if (r->nnodes == r->maxnodes)
 		{
-			r->maxnodes *= 2;
-			r->nodes = repalloc(r->nodes, r->maxnodes * sizeof(QueueNode));
+			if (leases && strcmp(child, "leases") == 0)
+				*leases = true;
+			if (gate_exists && strcmp(child, "locks") == 0)
+				*gate_exists = true;
+			continue;
 		}
-		n = &r->nodes[r->nnodes++];
+		if (l->nnodes == l->maxnodes)
+		{
+			l->maxnodes = Max(16, l->maxnodes * 2);
+			l->nodes = l->nodes ? repalloc(l->nodes, l->maxnodes * sizeof(QueueNode)) :
+				palloc(l->maxnodes * sizeof(QueueNode));
+		}
+		n = &l->nodes[l->nnodes++];
 		memset(n, 0, sizeof(*n));
-		n->child = psprintf("%s/%s", parent, child);
+		n->child = psprintf("%s/%s", req->path, child);
 		n->seq = seq;
 		n->mode = gate ? LOCK_MODE_SEMAPHORE : lock_node_mode(child);
 		n->gate = gate;
 	}
 	bridge_free(req);
-	r->listing = NULL;
+	*slot = NULL;
+	return true;
 }
 
 /* Node j, lower than q (node i), blocks q: at most i of them. */
@@ -130,95 +185,115 @@ add_blocker(QueueNode *q, int i, int j)
 }
 
 /*
- * Who holds, and whom each waiter waits for, judged from the sorted queue as
- * each owner judges it.  nleases: how many of the nodes are a semaphore's
- * leases (the rest are its gate); -1 for a lock.
+ * Who holds, and whom each waiter waits for, judged from the sorted queue
+ * nodes[from, to) as each owner judges it.  nleases: how many of those are a
+ * semaphore's leases (the rest are its gate); -1 for a lock.  Blockers are
+ * indexes into nodes.
  */
 static void
-judge(QueueNode *nodes, int n, int nleases)
+judge(QueueNode *nodes, int from, int to, int nleases)
 {
 	bool		lease_waits = false;
 
-	for (int i = 0; i < n; i++)
+	for (int i = from; i < to; i++)
 	{
 		QueueNode  *q = &nodes[i];
 
 		if (nleases < 0)
 		{
-			for (int j = 0; j < i; j++)
+			for (int j = from; j < i; j++)
 				if (lock_node_blocks(q->mode, q->child, nodes[j].child))
 					add_blocker(q, i, j);
 			q->holding = q->nblockers == 0;
 		}
-		else if (i < nleases)
+		else if (i < from + nleases)
 		{
 			int			permits = lock_node_permits(q->child);
 
-			q->holding = i < (permits > 0 ? permits : 1);
+			q->holding = i - from < (permits > 0 ? permits : 1);
 			lease_waits |= !q->holding;
-			for (int j = 0; !q->holding && j < i; j++)
+			for (int j = from; !q->holding && j < i; j++)
 				add_blocker(q, i, j);
 		}
 		else
 		{
 			/* The head of the gate waits as its lease, listed above. */
-			if (i == nleases && lease_waits)
+			if (i == from + nleases && lease_waits)
 				q->hidden = true;
-			for (int j = nleases; j < i; j++)
+			for (int j = from + nleases; j < i; j++)
 				add_blocker(q, i, j);
 		}
 	}
 }
 
 /*
- * Read the queue of the lock whose parent is parent into r->nodes, with
- * every node's data.  A semaphore's queue is its leases, then the waiters at
- * its gate.
+ * Read the queues of a batch of locks: their listings, the listings of the
+ * semaphores among them, then every node's data, each step one pipelined
+ * round.
  */
 static void
-read_queue(QueueRead *r, const char *parent)
+read_batch(QueueRead *r, LockRead *locks, int n)
 {
-	int			nleases = -1;
-
-	r->maxnodes = 16;
-	r->nodes = palloc(r->maxnodes * sizeof(QueueNode));
-	r->nnodes = 0;
-	list_children(r, parent, false);
-	if (r->nnodes == 0)
+	for (int k = 0; k < n; k++)
+		locks[k].listing = bridge_get_children(r->zh, locks[k].parent);
+	for (int k = 0; k < n; k++)
 	{
-		list_children(r, psprintf("%s/leases", parent), false);
-		if (r->nnodes > 0)
+		LockRead   *l = &locks[k];
+		bool		leases = false;
+		bool		gate_exists = false;
+
+		if (!take_listing(r, l, &l->listing, false, &leases, &gate_exists))
 		{
-			nleases = r->nnodes;
-			list_children(r, psprintf("%s/locks", parent), true);
-			qsort(r->nodes + nleases, r->nnodes - nleases, sizeof(QueueNode),
-				  by_sequence);
+			l->skipped = true;
+			continue;
 		}
+		l->nlock = l->nnodes;
+		if (leases)
+			l->leases_listing = bridge_get_children(r->zh, psprintf("%s/leases", l->parent));
+		if (gate_exists)
+			l->gate_listing = bridge_get_children(r->zh, psprintf("%s/locks", l->parent));
 	}
-	qsort(r->nodes, nleases >= 0 ? nleases : r->nnodes, sizeof(QueueNode),
-		  by_sequence);
-	judge(r->nodes, r->nnodes, nleases);
-
-	for (int i = 0; i < r->nnodes; i++)
-		r->nodes[i].get = bridge_get(r->zh, r->nodes[i].child);
-	for (int i = 0; i < r->nnodes; i++)
+	for (int k = 0; k < n; k++)
 	{
-		QueueNode  *q = &r->nodes[i];
+		LockRead   *l = &locks[k];
 
-		await_request(r, q->get);
-		if (q->get->rc == ZNONODE)
-			q->gone = true;
-		else if (q->get->rc != ZOK)
-			zk_report_error(q->get->rc, "read", q->child);
-		else
+		if (l->leases_listing)
+			take_listing(r, l, &l->leases_listing, false, NULL, NULL);
+		l->nleases = l->nnodes - l->nlock;
+		if (l->gate_listing)
+			take_listing(r, l, &l->gate_listing, true, NULL, NULL);
+		qsort(l->nodes, l->nlock, sizeof(QueueNode), by_sequence);
+		qsort(l->nodes + l->nlock, l->nleases, sizeof(QueueNode), by_sequence);
+		qsort(l->nodes + l->nlock + l->nleases, l->nnodes - l->nlock - l->nleases,
+			  sizeof(QueueNode), by_sequence);
+		judge(l->nodes, 0, l->nlock, -1);
+		judge(l->nodes, l->nlock, l->nnodes, l->nleases);
+		for (int i = 0; i < l->nnodes; i++)
+			l->nodes[i].get = bridge_get(r->zh, l->nodes[i].child);
+	}
+	for (int k = 0; k < n; k++)
+	{
+		for (int i = 0; i < locks[k].nnodes; i++)
 		{
-			q->czxid = q->get->czxid;
-			q->data = pstrdup(q->get->data);
-			q->data_len = q->get->data_len;
-			node_info_parse(q->data, q->data_len, &q->info);
+			QueueNode  *q = &locks[k].nodes[i];
+
+			await_request(q->get);
+			if (q->get->rc == ZNONODE)
+				q->gone = true;
+			else if (q->get->rc == ZNOAUTH)
+				q->unreadable = true;
+			else if (q->get->rc != ZOK)
+				zk_report_error(q->get->rc, "read", q->child);
+			else
+			{
+				q->czxid = q->get->czxid;
+				q->data = pstrdup(q->get->data);
+				q->data_len = q->get->data_len;
+				node_info_parse(q->data, q->data_len, &q->info);
+			}
+			bridge_free(q->get);
+			q->get = NULL;
 		}
-		bridge_free(q->get);
-		q->get = NULL;
 	}
 }
 
@@ -227,22 +302,36 @@ abandon_all(QueueRead *r)
 {
 	if (r->listing)
 		bridge_abandon(r->listing);
-	for (int i = 0; i < r->nnodes; i++)
-		if (r->nodes[i].get)
-			bridge_abandon(r->nodes[i].get);
+	for (int k = 0; k < r->nlocks; k++)
+	{
+		LockRead   *l = &r->locks[k];
+
+		if (l->listing)
+			bridge_abandon(l->listing);
+		if (l->leases_listing)
+			bridge_abandon(l->leases_listing);
+		if (l->gate_listing)
+			bridge_abandon(l->gate_listing);
+		for (int i = 0; i < l->nnodes; i++)
+			if (l->nodes[i].get)
+				bridge_abandon(l->nodes[i].get);
+	}
 }
 
-/* Emit a row for every node of the lock's queue that is still there. */
+/* Emit a row for every node of a lock's queues that is still there. */
 static void
-emit_queue(QueueRead *r, const char *name, const char *parent,
-		   QueueRowEmitter emit, ReturnSetInfo *rsinfo)
+emit_lock(QueueRead *r, LockRead *l, QueueRowEmitter emit, ReturnSetInfo *rsinfo)
 {
 	int			position = 0;
 
-	read_queue(r, parent);
-	for (int i = 0; i < r->nnodes; i++)
-		if (!r->nodes[i].gone && !r->nodes[i].hidden)
-			emit(r, name, i, ++position, rsinfo);
+	for (int i = 0; i < l->nnodes; i++)
+	{
+		/* The semaphore's queue is numbered from 1 again. */
+		if (i == l->nlock)
+			position = 0;
+		if (!l->nodes[i].gone && !l->nodes[i].hidden)
+			emit(r, l, l->name, i, ++position, rsinfo);
+	}
 }
 
 /*
@@ -271,10 +360,13 @@ emit_queues(FunctionCallInfo fcinfo, QueueRowEmitter emit)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	QueueRead	r = {0};
+	MemoryContext batch_cxt;
+	MemoryContext old;
 
 	InitMaterializedSRF(fcinfo, 0);
 	r.zh = zk_session_require(lock_table_count() > 0);
-	r.deadline = bridge_now_ms() + zklock_connect_timeout;
+	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "zklock queue batch",
+									  ALLOCSET_DEFAULT_SIZES);
 
 	PG_TRY();
 	{
@@ -283,32 +375,52 @@ emit_queues(FunctionCallInfo fcinfo, QueueRowEmitter emit)
 			char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 
 			zklock_check_name(name);
-			emit_queue(&r, name, zklock_parent_path(name), emit, rsinfo);
+			r.by_name = true;
+			r.locks = palloc0(sizeof(LockRead));
+			r.nlocks = 1;
+			r.locks[0].name = name;
+			r.locks[0].parent = zklock_parent_path(name);
+			read_batch(&r, r.locks, 1);
+			emit_lock(&r, &r.locks[0], emit, rsinfo);
 		}
 		else
 		{
-			ZkRequest  *req = bridge_get_children(r.zh, zklock_root);
 			int			n;
-			char	  **locks;
+			char	  **children;
 
-			r.listing = req;
-			await_request(&r, req);
-			if (req->rc != ZOK && req->rc != ZNONODE)
-				zk_report_error(req->rc, "list children of", zklock_root);
-			n = req->rc == ZOK ? req->nchildren : 0;
-			locks = palloc(sizeof(char *) * (n + 1));
+			r.listing = bridge_get_children(r.zh, zklock_root);
+			await_request(r.listing);
+			if (r.listing->rc != ZOK && r.listing->rc != ZNONODE)
+				zk_report_error(r.listing->rc, "list children of", zklock_root);
+			n = r.listing->rc == ZOK ? r.listing->nchildren : 0;
+			children = palloc(sizeof(char *) * (n + 1));
 			for (int i = 0; i < n; i++)
-				locks[i] = pstrdup(req->children[i]);
-			bridge_free(req);
+				children[i] = pstrdup(r.listing->children[i]);
+			bridge_free(r.listing);
 			r.listing = NULL;
 
-			for (int i = 0; i < n; i++)
+			for (int first = 0; first < n; first += READ_BATCH)
 			{
-				char	   *name = listed_name(locks[i]);
+				old = MemoryContextSwitchTo(batch_cxt);
+				r.locks = palloc0(sizeof(LockRead) * READ_BATCH);
+				r.nlocks = 0;
+				for (int i = first; i < n && i < first + READ_BATCH; i++)
+				{
+					char	   *name = listed_name(children[i]);
 
-				if (name != NULL)
-					emit_queue(&r, name, psprintf("%s/%s", zklock_root, locks[i]),
-							   emit, rsinfo);
+					if (name == NULL)
+						continue;
+					r.locks[r.nlocks].name = name;
+					r.locks[r.nlocks].parent = psprintf("%s/%s", zklock_root, children[i]);
+					r.nlocks++;
+				}
+				read_batch(&r, r.locks, r.nlocks);
+				MemoryContextSwitchTo(old);
+				for (int k = 0; k < r.nlocks; k++)
+					if (!r.locks[k].skipped)
+						emit_lock(&r, &r.locks[k], emit, rsinfo);
+				r.nlocks = 0;
+				MemoryContextReset(batch_cxt);
 			}
 		}
 	}
@@ -318,6 +430,7 @@ emit_queues(FunctionCallInfo fcinfo, QueueRowEmitter emit)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	MemoryContextDelete(batch_cxt);
 }
 
 /* ---- zk_lock_queue ---- */
@@ -325,10 +438,10 @@ emit_queues(FunctionCallInfo fcinfo, QueueRowEmitter emit)
 #define ZK_LOCK_QUEUE_COLS 7
 
 static void
-emit_raw_row(QueueRead *r, const char *name, int i, int position,
+emit_raw_row(QueueRead *r, LockRead *l, const char *name, int i, int position,
 			 ReturnSetInfo *rsinfo)
 {
-	QueueNode  *q = &r->nodes[i];
+	QueueNode  *q = &l->nodes[i];
 	Datum		values[ZK_LOCK_QUEUE_COLS];
 	bool		nulls[ZK_LOCK_QUEUE_COLS] = {0};
 
@@ -337,10 +450,11 @@ emit_raw_row(QueueRead *r, const char *name, int i, int position,
 	values[2] = CStringGetTextDatum(lock_mode_names[q->mode]);
 	values[3] = BoolGetDatum(q->holding);
 	values[4] = Int64GetDatum(q->czxid);
+	nulls[4] = q->unreadable;
 	values[5] = CStringGetTextDatum(q->child);
-	/* Only what any role could cast to jsonb. */
+	/* node_info_parse accepted it as jsonb_in would: this cannot fail. */
 	if (q->info.valid)
-		values[6] = CStringGetTextDatum(q->data);
+		values[6] = DirectFunctionCall1(jsonb_in, CStringGetDatum(q->data));
 	else
 		nulls[6] = true;
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
@@ -372,7 +486,7 @@ owner_of(QueueNode *q)
 
 /* The owners a waiter waits for, each once, in queue order. */
 static Datum
-blocked_by(QueueRead *r, QueueNode *q)
+blocked_by(LockRead *l, QueueNode *q)
 {
 	Datum	   *owners = palloc(sizeof(Datum) * (q->nblockers + 1));
 	char	  **seen = palloc(sizeof(char *) * (q->nblockers + 1));
@@ -380,7 +494,7 @@ blocked_by(QueueRead *r, QueueNode *q)
 
 	for (int k = 0; k < q->nblockers; k++)
 	{
-		QueueNode  *b = &r->nodes[q->blockers[k]];
+		QueueNode  *b = &l->nodes[q->blockers[k]];
 		char	   *owner;
 		bool		dup = false;
 
@@ -408,10 +522,10 @@ set_text(Datum *values, bool *nulls, int col, const char *text)
 }
 
 static void
-emit_holder_row(QueueRead *r, const char *name, int i, int position,
-				ReturnSetInfo *rsinfo)
+emit_holder_row(QueueRead *r, LockRead *l, const char *name, int i,
+				int position, ReturnSetInfo *rsinfo)
 {
-	QueueNode  *q = &r->nodes[i];
+	QueueNode  *q = &l->nodes[i];
 	NodeInfo   *info = &q->info;
 	Datum		values[ZK_LOCK_HOLDERS_COLS];
 	bool		nulls[ZK_LOCK_HOLDERS_COLS] = {0};
@@ -431,11 +545,12 @@ emit_holder_row(QueueRead *r, const char *name, int i, int position,
 	values[10] = TimestampTzGetDatum(info->requested_at);
 	nulls[10] = !info->has_requested_at;
 	values[11] = Int64GetDatum(q->czxid);
+	nulls[11] = q->unreadable;
 	values[12] = CStringGetTextDatum(q->child);
 	if (q->holding)
 		nulls[13] = true;
 	else
-		values[13] = blocked_by(r, q);
+		values[13] = blocked_by(l, q);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 

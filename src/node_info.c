@@ -136,6 +136,9 @@ number_fits(const char *token)
 	const char *e = strpbrk(token, "eE");
 	long		exponent;
 
+	/* numeric_in takes at most about 131,000 digits; no pid needs 1,000. */
+	if (strlen(token) > 1000)
+		return false;
 	if (e == NULL)
 		return true;
 	errno = 0;

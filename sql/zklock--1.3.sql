@@ -1,4 +1,4 @@
-/* zklock--1.2.sql */
+/* zklock--1.3.sql */
 
 \echo Use "CREATE EXTENSION zklock" to load this file. \quit
 
@@ -130,13 +130,13 @@ CREATE FUNCTION zk_lock_queue(
     OUT holding boolean,
     OUT token bigint,
     OUT znode text,
-    OUT info text)
+    OUT info jsonb)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'zk_lock_queue'
 LANGUAGE C VOLATILE PARALLEL UNSAFE CALLED ON NULL INPUT;
 
 COMMENT ON FUNCTION zk_lock_queue(text) IS
-'the queue of a lock (NULL: of every lock below zklock.root) as stored in ZooKeeper; info is the JSON a zklock node carries';
+'the queue of a lock (NULL: of every lock below zklock.root) as stored in ZooKeeper; info is the JSON document a node carries, NULL if it is not one';
 
 CREATE FUNCTION zk_lock_holders(
     name text,
