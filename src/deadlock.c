@@ -27,12 +27,28 @@
  * then waited for the next, none could move, and the cycle was real.
  *
  * The victim.  Every member that finds the cycle picks the same one: the
- * member whose wait began last (the highest czxid of its waiting node).
- * Only that one fails with 40P01.  The others rewrite its published wait
- * with the same data, which its data watch turns into a poke: it looks
- * again, finds the cycle and gives up.  A cycle is thus broken exactly once,
- * also when the members' deadlock_timeout differ and the newest member
- * looked before the others had published.
+ * member whose wait began last (the highest czxid of its waiting node, read
+ * from the node's own stat in the verification pass, not from what the
+ * member published).  Only that one fails with 40P01.  The others rewrite
+ * its published wait with the same data, if its version is still the one
+ * they read, which its data watch turns into a poke: it looks again, finds
+ * the cycle and gives up.  A cycle is thus broken exactly once, also when
+ * the members' deadlock_timeout differ and the newest member looked before
+ * the others had published.
+ *
+ * Looking again.  Waits are published late (only after deadlock_timeout),
+ * so PostgreSQL's rule, that the last member to join a cycle sees it, does
+ * not hold: every member may have looked before the others published, or
+ * the victim's poke may be refused (an ACL).  So a waiter looks again while
+ * it waits: deadlock_timeout after its first look, then after twice that,
+ * four times, up to sixteen times deadlock_timeout between looks.  Every
+ * cycle that exists is found by the next look of one of its members.
+ *
+ * Nothing read is trusted: a published wait is used only if it is
+ * well-formed and names a node of its member's own (by the key in the
+ * node's name); a queue that cannot be read ends that path.  Only a reply
+ * lost with the connection cuts a look short, and nothing a look does,
+ * publishing included, raises an error other than the victim's 40P01.
  *
  * Semaphores wait for any one of several holders, so a cycle through one is
  * not necessarily a deadlock: their waits are neither published nor
@@ -72,6 +88,7 @@ typedef struct Member
 	char	   *entry;			/* path of its published wait */
 	char	   *data;			/* and its data, to poke it with */
 	int			data_len;
+	int			version;		/* ... and its version */
 	int			via;			/* the member that waits for this one */
 	char	   *via_blocker;	/* this one's node in via's lock */
 	bool		via_holds;		/* and whether that node holds the lock */
@@ -180,7 +197,7 @@ publish(DeadlockWait *w, const char *data)
 		if (rc == ZNODEEXISTS)
 		{
 			/* Ours: a lost reply's create, or a withdrawal under way. */
-			req = bridge_set(w->zh, w->entry, data, strlen(data));
+			req = bridge_set(w->zh, w->entry, data, strlen(data), -1);
 			if (!await_reply(w, req))
 			{
 				bridge_abandon(req);
@@ -191,8 +208,12 @@ publish(DeadlockWait *w, const char *data)
 		}
 		if (rc != ZNONODE)
 			break;
-		if (!lock_recipe_create_path(w->zh, waits_dir(), w->deadline))
+		/* Its errors (an ACL, say) are this look's, not the wait's. */
+		rc = ZOK;
+		if (!lock_recipe_create_path(w->zh, waits_dir(), w->deadline, &rc))
 			return false;
+		if (rc != ZOK)
+			break;
 	}
 	if (rc == ZOK)
 	{
@@ -258,8 +279,14 @@ follow_blockers(Graph *g, int i)
 
 	if (req->rc != ZOK && req->rc != ZNONODE)
 	{
+		/*
+		 * Only a lost reply cuts the look short.  Any other error (a queue
+		 * this session may not list, named by a wait entry anyone could have
+		 * written) ends this path only.
+		 */
 		look_cut_short(g->w, req->rc, "list children of", m->parent);
-		g->failed = req->rc;
+		if (bridge_reply_lost(req->rc) || req->rc == ZSESSIONEXPIRED)
+			g->failed = req->rc;
 		bridge_free(req);
 		m->req = NULL;
 		return false;
@@ -307,15 +334,24 @@ read_entry(Graph *g, Member *m)
 {
 	ZkRequest  *req = m->req;
 	NodeInfo	info;
+	char		key[ZK_SESSION_KEY_LEN + 1];
 
 	m->req = NULL;
+
+	/*
+	 * Anyone may have written the entry: it counts only if well-formed, and
+	 * if the node it says the member waits with is one of the member's own
+	 * (its name begins with the member's key).
+	 */
 	if (req->rc == ZOK &&
 		node_info_parse(req->data, req->data_len, &info) &&
 		info.lock != NULL && info.node != NULL && info.has_czxid &&
 		info.has_pid && info.mode != NULL &&
 		(strcmp(info.mode, lock_mode_names[LOCK_MODE_EXCLUSIVE]) == 0 ||
 		 strcmp(info.mode, lock_mode_names[LOCK_MODE_SHARED]) == 0) &&
-		lock_node_sequence(info.node) >= 0)
+		lock_node_sequence(info.node) >= 0 &&
+		lock_node_session_key(info.node, key) && strcmp(key, m->key) == 0 &&
+		info.lock[0] == '/' && strchr(info.node, '/') == NULL)
 	{
 		m->waits = true;
 		m->parent = info.lock;
@@ -327,11 +363,13 @@ read_entry(Graph *g, Member *m)
 		m->who = describe(&info);
 		m->data = pnstrdup(req->data, req->data_len);
 		m->data_len = req->data_len;
+		m->version = req->version;
 	}
 	else if (req->rc != ZOK && req->rc != ZNONODE)
 	{
 		look_cut_short(g->w, req->rc, "read", m->entry);
-		g->failed = req->rc;
+		if (bridge_reply_lost(req->rc) || req->rc == ZSESSIONEXPIRED)
+			g->failed = req->rc;
 	}
 	bridge_free(req);
 }
@@ -418,10 +456,11 @@ blocker_on_path(Graph *g, int *path, int n, int k)
 /*
  * Read every node of the cycle once more, after the whole graph: true if
  * they all still exist (see the file header).  False also if the deadline
- * passed.
+ * passed.  czxids[k] gets the czxid of path[k]'s waiting node, from the
+ * node itself, not from what its member published.
  */
 static bool
-still_there(Graph *g, int *path, int n, bool *real)
+still_there(Graph *g, int *path, int n, bool *real, int64 *czxids)
 {
 	ZkRequest **reqs = palloc0(sizeof(ZkRequest *) * 2 * n);
 	volatile bool answered = true;
@@ -440,6 +479,8 @@ still_there(Graph *g, int *path, int n, bool *real)
 		for (int r = 0; r < 2 * n && answered; r++)
 		{
 			answered = await_reply(g->w, reqs[r]);
+			if (answered && reqs[r]->rc == ZOK && r % 2 == 0)
+				czxids[r / 2] = reqs[r]->czxid;
 			if (answered && reqs[r]->rc != ZOK)
 			{
 				*real = false;
@@ -461,6 +502,32 @@ still_there(Graph *g, int *path, int n, bool *real)
 	}
 	PG_END_TRY();
 	return answered;
+}
+
+/*
+ * Make the victim look again (it may have looked too early) by rewriting its
+ * published wait with what we read, only if nobody changed it since: a
+ * newer entry is a newer wait, which looks on its own.  A poke refused (an
+ * ACL) is logged; the victim's own later looks break the cycle then.
+ */
+static void
+poke(DeadlockWait *w, Member *victim)
+{
+	ZkRequest  *req = bridge_set(w->zh, victim->entry, victim->data,
+								 victim->data_len, victim->version);
+
+	if (!await_reply(w, req))
+	{
+		bridge_abandon(req);
+		return;
+	}
+	if (req->rc != ZOK && req->rc != ZBADVERSION && req->rc != ZNONODE &&
+		!bridge_reply_lost(req->rc))
+		ereport(LOG,
+				(errmsg("zklock: could not ask %s to look for a deadlock again: %s",
+						victim->who, zerror(req->rc)),
+				 errdetail("It looks again on its own later while it waits.")));
+	bridge_free(req);
 }
 
 /* The 40P01 error of the victim, naming every member of the cycle. */
@@ -509,8 +576,16 @@ deadlock_check(DeadlockWait *w)
 	NodeInfo	info;
 	volatile bool found;
 
+	/*
+	 * Look again later while the wait lasts, after deadlock_timeout, twice
+	 * that, four times, up to sixteen times: a member that looked before
+	 * another had published misses their cycle, and its victim may not be
+	 * poked (an ACL) or may have looked too early as well.  A look cut short
+	 * by a lost reply is tried again sooner.
+	 */
 	w->checked = true;
-	w->retry_at = 0;
+	w->retry_at = bridge_now_ms() + DeadlockTimeout * (1 << Min(w->looks, 4));
+	w->looks++;
 	if (!w->published)
 	{
 		if (!publish(w, data))
@@ -566,24 +641,22 @@ deadlock_check(DeadlockWait *w)
 	if (found && g.closing >= 0)
 	{
 		int		   *path = palloc(sizeof(int) * g.nmembers);
+		int64	   *czxids = palloc0(sizeof(int64) * g.nmembers);
 		int			n = cycle_path(&g, path);
 		int			victim = 0;
 		bool		real;
 
-		if (!still_there(&g, path, n, &real) || !real)
+		if (!still_there(&g, path, n, &real, czxids) || !real)
 		{
 			stats_deadlock_checked(false);
 			return;
 		}
 		for (int k = 1; k < n; k++)
-			if (g.members[path[k]].czxid > g.members[path[victim]].czxid)
+			if (czxids[k] > czxids[victim])
 				victim = k;
 		if (victim == 0)
 			report_deadlock(&g, path, n);
-		/* Make the victim look again: it may have looked too early. */
-		bridge_abandon(bridge_set(w->zh, g.members[path[victim]].entry,
-								  g.members[path[victim]].data,
-								  g.members[path[victim]].data_len));
+		poke(w, &g.members[path[victim]]);
 	}
 	stats_deadlock_checked(false);
 }

@@ -20,7 +20,8 @@ typedef struct DeadlockWait
 	LockMode	mode;
 	int64		deadline;		/* of the acquisition; 0 for none */
 	bool		checked;		/* looked for a deadlock at least once */
-	int64		retry_at;		/* look again then (a look was cut short); 0 */
+	int			looks;			/* how often */
+	int64		retry_at;		/* look again then */
 	char	   *entry;			/* our published wait, once created */
 	bool		published;		/* ... and watched for pokes */
 } DeadlockWait;

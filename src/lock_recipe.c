@@ -188,10 +188,12 @@ lock_node_sequence(const char *name)
  * Create path and every ancestor of it that is missing, root first, in one
  * pipelined batch.  All are containers, so the server removes each once its
  * last child is gone (zklock.root too: a lock tree nobody uses leaves
- * nothing behind).  False if deadline (0: none) passed first.
+ * nothing behind).  False if deadline (0: none) passed first.  An error
+ * raises, unless error is given: then the first one is left there.
  */
 bool
-lock_recipe_create_path(zhandle_t *zh, const char *target, int64 deadline)
+lock_recipe_create_path(zhandle_t *zh, const char *target, int64 deadline,
+						int *error)
 {
 	char	   *path = pstrdup(target);
 	int			n = 0;
@@ -228,7 +230,12 @@ lock_recipe_create_path(zhandle_t *zh, const char *target, int64 deadline)
 		{
 			int			rc = reqs[i]->rc;
 
-			if (rc == ZNONODE && i == 0)
+			if (error != NULL)
+			{
+				if (rc != ZOK && rc != ZNODEEXISTS && *error == ZOK)
+					*error = rc;
+			}
+			else if (rc == ZNONODE && i == 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 						 errmsg("the chroot in zklock.hosts does not exist"),
@@ -236,8 +243,8 @@ lock_recipe_create_path(zhandle_t *zh, const char *target, int64 deadline)
 								   reqs[i]->path, zerror(rc)),
 						 errhint("Create the chroot node, or remove it from zklock.hosts.")));
 			/* Lost replies are harmless: the next create attempt retries. */
-			if (rc != ZOK && rc != ZNODEEXISTS && !bridge_reply_lost(rc) &&
-				rc != ZNONODE)
+			else if (rc != ZOK && rc != ZNODEEXISTS && !bridge_reply_lost(rc) &&
+					 rc != ZNONODE)
 				zk_report_error(rc, "create", reqs[i]->path);
 			free_request(&reqs[i]);
 		}
@@ -427,7 +434,7 @@ enqueue(Attempt *a)
 		}
 		else if (rc == ZNONODE && tries < MAX_PARENT_RETRIES)
 		{
-			if (!lock_recipe_create_path(a->zh, a->parent, a->acq->deadline))
+			if (!lock_recipe_create_path(a->zh, a->parent, a->acq->deadline, NULL))
 				return false;
 		}
 		else

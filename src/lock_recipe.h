@@ -44,7 +44,7 @@ extern void lock_recipe_release(zhandle_t *zh, const char *node,
 								const char *recheck_tag, HeldWatch *watch);
 extern void lock_recipe_await_releases(bool interruptible);
 extern bool lock_recipe_create_path(zhandle_t *zh, const char *path,
-									int64 deadline);
+									int64 deadline, int *error);
 extern void zk_report_error(int rc, const char *action, const char *path);
 
 extern int64 lock_node_sequence(const char *name);

@@ -790,6 +790,7 @@ get_completion(int rc, const char *value, int value_len,
 		int			len = value != NULL && value_len > 0 ? value_len : 0;
 
 		req->czxid = stat->czxid;
+		req->version = stat->version;
 		req->data = malloc(len + 1);
 		if (req->data == NULL)
 			rc = ZSYSTEMERROR;
@@ -859,7 +860,14 @@ bridge_take_poke(void)
 static void
 stat_completion(int rc, const struct Stat *stat, const void *data)
 {
-	complete((ZkRequest *) data, rc);
+	ZkRequest  *req = (ZkRequest *) data;
+
+	if (rc == ZOK && stat != NULL)
+	{
+		req->czxid = stat->czxid;
+		req->version = stat->version;
+	}
+	complete(req, rc);
 }
 
 /* Backend: a request that failed to be queued completes at once. */
@@ -933,12 +941,15 @@ bridge_exists(zhandle_t *zh, const char *path)
 	return issued(req, zoo_aexists(zh, path, 0, stat_completion, req));
 }
 
+/* Set a node's data if its version is still version (-1: any). */
 ZkRequest *
-bridge_set(zhandle_t *zh, const char *path, const char *data, int datalen)
+bridge_set(zhandle_t *zh, const char *path, const char *data, int datalen,
+		   int version)
 {
 	ZkRequest  *req = request_new(ZKREQ_SET, zh, path, NULL);
 
-	return issued(req, zoo_aset(zh, path, data, datalen, -1, stat_completion, req));
+	return issued(req, zoo_aset(zh, path, data, datalen, version,
+								stat_completion, req));
 }
 
 /* A data watch on the wait this backend published, for pokes. */

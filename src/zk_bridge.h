@@ -37,7 +37,8 @@ typedef struct ZkRequest
 	bool		abandoned;
 	int			rc;
 	char	   *created;		/* CREATE: full path of the new node */
-	int64_t		czxid;			/* CREATE, GET: the node's creation zxid */
+	int64_t		czxid;			/* CREATE, GET, EXISTS: the node's creation zxid */
+	int32_t		version;		/* GET, EXISTS, SET: the node's data version */
 	int			watch_type;		/* WATCH: ZWATCHTYPE_DATA or _CHILD */
 	char	   *data;			/* GET: the node's data, NUL-terminated */
 	int			data_len;		/* GET: its length, without the NUL */
@@ -104,7 +105,7 @@ extern ZkRequest *bridge_get(zhandle_t *zh, const char *path);
 extern ZkRequest *bridge_sync(zhandle_t *zh, const char *path);
 extern ZkRequest *bridge_exists(zhandle_t *zh, const char *path);
 extern ZkRequest *bridge_set(zhandle_t *zh, const char *path,
-							 const char *data, int datalen);
+							 const char *data, int datalen, int version);
 extern ZkRequest *bridge_watch_pokes(zhandle_t *zh, const char *path);
 extern bool bridge_take_poke(void);
 extern bool bridge_done(ZkRequest *req);

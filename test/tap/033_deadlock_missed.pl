@@ -1,0 +1,214 @@
+
+# Deadlocks the detector used to miss, and waits it used to fail.
+#
+# 1. Two cycles through one member, whose other members looked before it had
+#    published its wait: B then A hold X shared, V holds Y and Z; A waits
+#    for Y, V for X, B for Z (A and B with a short deadlock_timeout, V with
+#    a long one).  V finds B's cycle and B is its victim; A's cycle with V
+#    was seen by nobody, and A and V waited until lock_timeout.  Now every
+#    waiter looks again while it waits: both cycles are broken.
+# 2. A poke refused by an ACL (the victim's published wait was written with
+#    zklock.auth): it is logged, and the victim's own next look breaks the
+#    cycle.
+# 3. The victim is chosen by its waiting node's czxid as ZooKeeper has it,
+#    not as the member published it: a forged czxid changes nothing.
+# 4. Publishing a wait where the detector may not create its nodes (an ACL
+#    on zklock.root) does not fail the wait (it raised 42501).
+# 5. Forged published waits (nested 100,000 deep; naming another session's
+#    node) neither fail the wait nor make a false deadlock.
+
+use strict;
+use warnings;
+
+use FindBin;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+use ZklockTest;
+
+my $zkwrite = "$FindBin::Bin/../zk/zkwrite.py";
+my $zk = start_zk();
+my $node_a = zk_node('node_a', $zk);
+my $node_b = zk_node('node_b', $zk);
+my $waits = ZK_ROOT . '/%waits';
+my $seq = 0;
+
+sub zkw
+{
+	my @args = @_;
+	my $out = `/usr/bin/python3 $zkwrite '@{[ $zk->hosts ]}' @args`;
+	die "zkwrite.py @args failed" if $?;
+	return $out;
+}
+
+# A member: a session in a transaction holding some locks.
+sub member
+{
+	my ($node, $dt_ms, @hold) = @_;
+	my $name = 'm' . ++$seq;
+	my $s = session($node, $name);
+	$s->query_safe("SET deadlock_timeout = $dt_ms; SET lock_timeout = '30s'; BEGIN");
+	$s->query_safe("SELECT $_") for @hold;
+	return { s => $s, name => $name, node => $node };
+}
+
+sub start_wait
+{
+	my ($m, $call) = @_;
+	send_query($m->{s}, "SELECT $call AS granted", "done_$m->{name}");
+	ok(wait_for_wait_event($m->{node}, $m->{name}), "$m->{name} waits for $call");
+	return;
+}
+
+# 'granted', 'deadlock' or what else ended the wait; ends the transaction.
+sub outcome
+{
+	my ($m) = @_;
+	my $out = wait_marker($m->{s}, "done_$m->{name}");
+	my $err = $m->{s}{stderr};
+	$m->{s}{stderr} = '';
+	my $result = $err =~ /ERROR:  deadlock detected/ ? 'deadlock'
+	  : $out =~ /^t$/m ? 'granted'
+	  : "other: $out $err";
+	$m->{s}->query_safe($result eq 'granted' ? 'COMMIT' : 'ROLLBACK');
+	$m->{s}->query_safe('SELECT zk_lock_release_all()');
+	return $result;
+}
+
+# The session key that names the published wait of the holder of a lock
+# (its only node).
+sub wait_key
+{
+	my ($lock) = @_;
+	return substr((split m{/}, queue_nodes($zk, $lock)->[0])[-1], 0, 21);
+}
+
+# 1. Two cycles through V.
+{
+	my $b = member($node_b, 200, q{zk_lock_acquire_shared('X')});
+	my $a = member($node_a, 200, q{zk_lock_acquire_shared('X')});
+	my $v = member($node_b, 2000, q{zk_lock_acquire('Y')}, q{zk_lock_acquire('Z')});
+	my $t0 = time;
+	start_wait($a, q{zk_lock_acquire('Y')});
+	start_wait($v, q{zk_lock_acquire('X')});
+	start_wait($b, q{zk_lock_acquire('Z')});
+	is(outcome($b), 'deadlock', 'two cycles: B, the newest waiter of its cycle, fails with 40P01');
+	is(outcome($v), 'deadlock', 'V, the newest waiter of the other cycle, fails too');
+	my $took = time - $t0;
+	is(outcome($a), 'granted', 'A is granted');
+	cmp_ok($took, '<', 10, sprintf('both cycles broken in %.2f s, not at lock_timeout', $took));
+	$_->{s}->quit for $a, $b, $v;
+}
+
+# 2. A poke refused: node_b writes with credentials, node_a cannot rewrite
+# node_b's published wait.  The locks' parents and the detector's node are
+# made beforehand with an open ACL, so that both can queue and publish.
+{
+	# (Persistent: a container left by an earlier case could go any moment.)
+	zkw('delete', $waits);
+	zkw('mkdir', ZK_ROOT . "/$_") for qw(p1 p2 %waits);
+	$node_b->append_conf('postgresql.conf', "zklock.auth = 'dl:secret'");
+	$node_b->reload;
+	my $a = member($node_a, 3000, q{zk_lock_acquire('p1')});
+	my $b = member($node_b, 200, q{zk_lock_acquire('p2')});
+	my $log_offset = -s $node_a->logfile;
+	my $t0 = time;
+	start_wait($a, q{zk_lock_acquire('p2')});
+	start_wait($b, q{zk_lock_acquire('p1')});
+	is(outcome($b), 'deadlock', 'a poke refused by an ACL: the victim still fails with 40P01');
+	my $took = time - $t0;
+	is(outcome($a), 'granted', 'and the other member is granted');
+	cmp_ok($took, '<', 10, sprintf('in %.2f s', $took));
+	like(slurp_file($node_a->logfile, $log_offset),
+		qr/LOG:  zklock: could not ask process \d+ on node_b to look for a deadlock again: not authenticated/,
+		'the refused poke is logged');
+	$_->{s}->quit for $a, $b;
+	$node_b->append_conf('postgresql.conf', "zklock.auth = ''");
+	$node_b->reload;
+}
+
+# 3. A forged czxid in the first member's published wait: it would be the
+# victim by what it published; by its node's czxid, the second one is.
+{
+	my $a = member($node_a, 200, q{zk_lock_acquire('q1')});
+	my $b = member($node_b, 200, q{zk_lock_acquire('q2')});
+	start_wait($a, q{zk_lock_acquire('q2')});
+	my $entry = "$waits/" . wait_key('q1');
+	my $data;
+	my $t = time;
+	until (($data = eval { zkw('get', $entry) } // '') =~ /"czxid":/ || time - $t > 10)
+	{
+		sleep_for(0.1);
+	}
+	like($data, qr/"czxid":\d+/, "a's wait is published");
+	$data =~ s/"czxid":\d+/"czxid":9000000000000000000/;
+	zkw('set', $entry, unpack('H*', $data));
+	my $t0 = time;
+	start_wait($b, q{zk_lock_acquire('q1')});
+	is(outcome($b), 'deadlock', 'a forged czxid: the member whose wait began last is still the victim');
+	is(outcome($a), 'granted', 'the forger\'s claim changed nothing');
+	cmp_ok(time - $t0, '<', 5, 'at once');
+	$_->{s}->quit for $a, $b;
+}
+
+# 4. zklock.root where only a digest user may create: the detector cannot
+# publish, the wait goes on and is granted when the holder lets go.
+{
+	my $root = '/zklock_acl';
+	zkw('mkdir', $root, 'owner:pw', 'r');
+	zkw('mkdir', "$root/r1", 'owner:pw', 'rwcd');
+	# mkdir made r1 with the owner's ACL and rights for all: open it fully.
+	my $h = session($node_a, 'h4');
+	my $w = session($node_b, 'w4');
+	$_->query_safe("SET zklock.root = '$root'") for $h, $w;
+	$h->query_safe(q{SELECT zk_lock_acquire('r1')});
+	$w->query_safe(q{SET deadlock_timeout = '100ms'});
+	send_query($w, q{SELECT zk_lock_acquire('r1', 20000) AS granted}, 'w4_done');
+	ok(wait_for_wait_event($node_b, 'w4'), 'a waiter waits where the detector may not publish');
+	sleep_for(1);
+	$h->query_safe(q{SELECT zk_lock_release('r1')});
+	like(wait_marker($w, 'w4_done'), qr/^t$/m, 'its wait was not failed, and it is granted');
+	is($w->{stderr}, '', 'without an error');
+	$w->query_safe(q{SELECT zk_lock_release('r1')});
+	$_->quit for $h, $w;
+}
+
+# 5. Forged waits of a holder that does not wait: nested 100,000 deep, then
+# naming another session's node in a lock the waiter holds (which would
+# close a cycle through the waiter if it were believed).
+{
+	my $h = member($node_b, 1000, q{zk_lock_acquire('f1')});
+	my $w = member($node_a, 100, q{zk_lock_acquire('w1')});
+	my $other = session($node_a, 'behind');
+	send_query($other, q{SELECT zk_lock_acquire('w1', 30000)}, 'behind_done');
+	ok(wait_for_wait_event($node_a, 'behind'), 'another session queues behind the waiter in w1');
+	my $x = (split m{/}, queue_nodes($zk, 'w1')->[1])[-1];
+	my $entry = "$waits/" . wait_key('f1');
+
+	my $hexfile = "$PostgreSQL::Test::Utils::tmp_check/forged.hex";
+	open my $fh, '>', $hexfile or die "$hexfile: $!";
+	print $fh unpack('H*', '{"pid":1,"x":' . ('[' x 100000) . (']' x 100000) . '}');
+	close $fh;
+	zkw('delete', $entry);
+	system('/usr/bin/python3', $zkwrite, $zk->hosts, 'mkdir', $entry) == 0 or die;
+	zkw('set', $entry, "\@$hexfile");
+	start_wait($w, q{zk_lock_acquire('f1', 20000)});
+	sleep_for(1);
+	my $forged = sprintf('{"name":"w1","lock":"%s/w1","node":"%s","czxid":0,"mode":"exclusive","cluster_name":"x","host":"h","port":1,"pid":1}',
+		ZK_ROOT, $x);
+	zkw('set', $entry, unpack('H*', $forged));
+	sleep_for(1.5);
+	$h->{s}->query_safe('COMMIT; SELECT zk_lock_release_all()');
+	is(outcome($w), 'granted', 'forged waits fail no wait and make no deadlock: granted when the holder lets go');
+	$w->{s}->query_safe('SELECT 1');
+	like(wait_marker($other, 'behind_done'), qr/^t$/m, 'and the one behind it after it');
+	$other->query_safe(q{SELECT zk_lock_release_all()});
+	zkw('delete', $entry);
+	$_->quit for $h->{s}, $w->{s}, $other;
+}
+
+zkw('deleteall', '/zklock_acl', 'owner:pw');
+zkw('deleteall', ZK_ROOT . "/$_") for qw(p1 p2 %waits);
+finish_checks($zk, [ $node_a, $node_b ]);
+done_testing();
