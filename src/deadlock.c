@@ -242,27 +242,6 @@ find_member(Graph *g, const char *key)
 	return -1;
 }
 
-/* Does child, of the sorted queue children[0..n), hold its lock? */
-static bool
-holds(char **children, int n, int c)
-{
-	LockMode	mode = lock_node_mode(children[c]);
-
-	for (int i = 0; i < c; i++)
-		if (lock_node_blocks(mode, children[c], children[i]))
-			return false;
-	return true;
-}
-
-static int
-by_sequence(const void *a, const void *b)
-{
-	int64		x = lock_node_sequence(*(char *const *) a);
-	int64		y = lock_node_sequence(*(char *const *) b);
-
-	return (x > y) - (x < y);
-}
-
 /*
  * Member i's lock was listed: take the nodes that block it and meet their
  * owners, reading the published waits of those not met yet.  True if one
@@ -295,7 +274,7 @@ follow_blockers(Graph *g, int i)
 		children[c] = pstrdup(req->children[c]);
 	bridge_free(req);
 	m->req = NULL;
-	qsort(children, n, sizeof(char *), by_sequence);
+	qsort(children, n, sizeof(char *), lock_node_order);
 
 	for (int c = 0; c < n && lock_node_sequence(children[c]) < own_seq; c++)
 	{
@@ -311,7 +290,7 @@ follow_blockers(Graph *g, int i)
 		{
 			g->closing = i;
 			g->closing_blocker = children[c];
-			g->closing_holds = holds(children, n, c);
+			g->closing_holds = lock_node_blockers((const char *const *) children, c, NULL) == 0;
 			return true;
 		}
 		if (find_member(g, key) >= 0 || g->nmembers == MAX_MEMBERS)
@@ -321,7 +300,7 @@ follow_blockers(Graph *g, int i)
 		strlcpy(b->key, key, sizeof(b->key));
 		b->via = i;
 		b->via_blocker = children[c];
-		b->via_holds = holds(children, n, c);
+		b->via_holds = lock_node_blockers((const char *const *) children, c, NULL) == 0;
 		b->entry = psprintf("%s/%s", waits_dir(), key);
 		b->req = bridge_get(g->w->zh, b->entry);
 	}

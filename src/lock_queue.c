@@ -113,15 +113,6 @@ await_request(ZkRequest *req)
 				 errhint("The session may be disconnected; see zk_session().")));
 }
 
-static int
-by_sequence(const void *a, const void *b)
-{
-	int64		x = ((const QueueNode *) a)->seq;
-	int64		y = ((const QueueNode *) b)->seq;
-
-	return (x > y) - (x < y);
-}
-
 /*
  * Take a listing's sequential children into l->nodes; ZNONODE lists
  * nothing.  False if it may not be read (ZNOAUTH), unless the lock was
@@ -143,6 +134,8 @@ take_listing(QueueRead *r, LockRead *l, ZkRequest **slot, bool gate,
 	}
 	if (req->rc != ZOK && req->rc != ZNONODE)
 		zk_report_error(req->rc, "list children of", req->path);
+	if (req->rc == ZOK)
+		qsort(req->children, req->nchildren, sizeof(char *), lock_node_order);
 	for (int i = 0; req->rc == ZOK && i < req->nchildren; i++)
 	{
 		const char *child = req->children[i];
@@ -194,6 +187,11 @@ static void
 judge(QueueNode *nodes, int from, int to, int nleases)
 {
 	bool		lease_waits = false;
+	const char **names = palloc(sizeof(char *) * (to - from + 1));
+
+	/* The rule reads node names, not paths (a parent could say __READ__). */
+	for (int i = from; i < to; i++)
+		names[i - from] = strrchr(nodes[i].child, '/') + 1;
 
 	for (int i = from; i < to; i++)
 	{
@@ -201,9 +199,10 @@ judge(QueueNode *nodes, int from, int to, int nleases)
 
 		if (nleases < 0)
 		{
-			for (int j = from; j < i; j++)
-				if (lock_node_blocks(q->mode, q->child, nodes[j].child))
-					add_blocker(q, i, j);
+			q->blockers = palloc(sizeof(int) * (i - from + 1));
+			q->nblockers = lock_node_blockers(names, i - from, q->blockers);
+			for (int k = 0; k < q->nblockers; k++)
+				q->blockers[k] += from;
 			q->holding = q->nblockers == 0;
 		}
 		else if (i < from + nleases)
@@ -262,10 +261,6 @@ read_batch(QueueRead *r, LockRead *locks, int n)
 		l->nleases = l->nnodes - l->nlock;
 		if (l->gate_listing)
 			take_listing(r, l, &l->gate_listing, true, NULL, NULL);
-		qsort(l->nodes, l->nlock, sizeof(QueueNode), by_sequence);
-		qsort(l->nodes + l->nlock, l->nleases, sizeof(QueueNode), by_sequence);
-		qsort(l->nodes + l->nlock + l->nleases, l->nnodes - l->nlock - l->nleases,
-			  sizeof(QueueNode), by_sequence);
 		judge(l->nodes, 0, l->nlock, -1);
 		judge(l->nodes, l->nlock, l->nnodes, l->nleases);
 		for (int i = 0; i < l->nnodes; i++)

@@ -536,6 +536,39 @@ lock_node_blocks(LockMode mode, const char *own, const char *lower)
 }
 
 /*
+ * The nodes of sorted[0, c) (a queue's node names in lock_node_order) that
+ * keep sorted[c] from holding, by lock_node_blocks: their indexes go to
+ * blockers (if not NULL); returns how many there are.  The queue listing and
+ * the deadlock check judge by it; for semaphores it is not the rule (see
+ * lock_queue.c).
+ */
+int
+lock_node_blockers(const char *const *sorted, int c, int *blockers)
+{
+	LockMode	mode = lock_node_mode(sorted[c]);
+	int			n = 0;
+
+	for (int i = 0; i < c; i++)
+		if (lock_node_blocks(mode, sorted[c], sorted[i]))
+		{
+			if (blockers)
+				blockers[n] = i;
+			n++;
+		}
+	return n;
+}
+
+/* qsort order of node names (char *): by their sequence suffix. */
+int
+lock_node_order(const void *a, const void *b)
+{
+	int64		x = lock_node_sequence(*(const char *const *) a);
+	int64		y = lock_node_sequence(*(const char *const *) b);
+
+	return (x > y) - (x < y);
+}
+
+/*
  * A shared lock requested while holding the exclusive one is granted at once,
  * before the writers that queued behind our exclusive node: they cannot get
  * in while we read, since they wait for our exclusive node and then for our

@@ -52,5 +52,7 @@ extern bool lock_node_session_key(const char *name, char *key);
 extern bool lock_node_blocks(LockMode mode, const char *own, const char *lower);
 extern LockMode lock_node_mode(const char *name);
 extern int	lock_node_permits(const char *name);
+extern int	lock_node_blockers(const char *const *sorted, int c, int *blockers);
+extern int	lock_node_order(const void *a, const void *b);
 
 #endif							/* ZKLOCK_LOCK_RECIPE_H */
