@@ -6,8 +6,10 @@ standalone server, then a 3-server ensemble, both durable: fsync on), points
 the nodes at it and measures:
 
   1. uncontended acquire+release cycles: zklock session and transaction
-     locks from PL/pgSQL and from pgbench, against the bare recipe done by
-     bench/zkbare.c with the same C client, and pg_advisory_lock for scale;
+     locks from PL/pgSQL and from pgbench (transaction locks also in a
+     transaction that writes, so that the commit guard checks the session),
+     against the bare recipe done by bench/zkbare.c with the same C client,
+     and pg_advisory_lock for scale;
   2. contended handoff: N backends over both nodes taking turns on one lock,
      latency from a release to the next holder's return, and grants/s,
      against N bare clients doing the same;
@@ -16,7 +18,8 @@ the nodes at it and measures:
   4. many waiters on one lock: grant order against queue order, watches per
      waiter (from the servers' wchc), CPU used while waiting;
   5. first use: the first zklock call in a new backend, and later ones;
-  6. deadlock detection: from a cycle's closing to its 40P01.
+  6. deadlock detection: from a cycle's closing to its 40P01;
+  7. zk_cluster_locks with 1,000 and 10,000 locks held over both nodes.
 
 Each figure is the median of several rounds; a round runs every variant of
 its section once, in turn (every other round in reverse), so that drift on
@@ -62,7 +65,8 @@ if QUICK:
         many_rounds=1, many_sizes=(10, 100, 1000), many_once=(),
         reacquire_max=1000, local_calls=1000,
         waiters=20, waiter_rounds=1, waiter_cpu_seconds=2.0,
-        first_use_rounds=3, first_use_later=10, deadlock_rounds=3)
+        first_use_rounds=3, first_use_later=10, deadlock_rounds=3,
+        view_sizes=(1000,), view_reads=3)
 else:
     CONF = dict(
         cycle_rounds=5, cycle_seconds=0.8,
@@ -73,7 +77,8 @@ else:
         many_rounds=3, many_sizes=(10, 1000, 10000), many_once=(10000,),
         reacquire_max=1000, local_calls=2000,
         waiters=100, waiter_rounds=2, waiter_cpu_seconds=5.0,
-        first_use_rounds=5, first_use_later=20, deadlock_rounds=7)
+        first_use_rounds=5, first_use_later=20, deadlock_rounds=7,
+        view_sizes=(1000, 10000), view_reads=5)
 
 
 def log(msg):
@@ -578,6 +583,29 @@ def bench_many(t):
     return out
 
 
+def bench_cluster_view(t):
+    """zk_cluster_locks read on node_a while n locks are held, half on each
+    node; milliseconds per read (median)."""
+    out = {}
+    for n in CONF['view_sizes']:
+        log('  zk_cluster_locks with %d locks held over two nodes, %d reads'
+            % (n, CONF['view_reads']))
+        holders = [node.session('bench_view') for node in t.nodes]
+        for k, s in enumerate(holders):
+            s.value("SELECT bench_many('acquire', %s, %d)" % (quote('view-%d-%d-' % (n, k)), n // 2))
+        times = []
+        for _ in range(CONF['view_reads']):
+            t0 = time.time()
+            rows = int(t.nodes[0].value("SELECT count(*) FROM zk_cluster_locks WHERE lock_name LIKE 'view-%%'"))
+            times.append((time.time() - t0) * 1000)
+            if rows != n:
+                raise RuntimeError('zk_cluster_locks listed %d of %d locks' % (rows, n))
+        out['view_%d' % n] = median(times)
+        for s in holders:
+            s.close()
+    return out
+
+
 # ---- 4. many waiters ----
 
 def proc_cpu_ticks(pids):
@@ -801,6 +829,11 @@ def table_rows(res):
     row('    beyond deadlock_timeout (median)',
         lambda r: fmt(r['deadlock_ms'] - DEADLOCK_TIMEOUT_MS, '.0f'))
 
+    rows.append(('zk_cluster_locks, locks held half on each node (ms per read)', None))
+    for n in CONF['view_sizes']:
+        row('  %s locks' % format(n, ','), lambda r, n=n: fmt(r['view_%d' % n], '.0f'))
+        row('    per lock (us)', lambda r, n=n: fmt(r['view_%d' % n] * 1000 / n, '.0f'))
+
     rows.append(('first use in a new backend (ms)', None))
     row('  first zklock call (loads the library)', lambda r: fmt(r['first_load'], '.2f'))
     row('  first acquire (opens the ZooKeeper session)', lambda r: fmt(r['first_connect'], '.2f'))
@@ -971,6 +1004,7 @@ def main():
             r.update(bench_handoff(t))
             r.update(bench_waiters(t))
             r.update(bench_deadlock(t))
+            r.update(bench_cluster_view(t))
             # Last: it leaves thousands of lock parents behind.
             r.update(bench_many(t))
             failures += t.failures
