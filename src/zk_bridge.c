@@ -21,7 +21,9 @@
  * count.  The handle itself is opened on a thread of its own, with every
  * signal blocked, because zookeeper_init resolves host names synchronously
  * and its threads inherit the signal mask of the thread that starts them:
- * the backend waits for it like for any reply, cancellable.
+ * the backend waits for it like for any reply, cancellable.  It is closed on
+ * one too, because zookeeper_close waits for the server's answer, up to 3 s,
+ * uninterruptibly; the backend waits for that only at exit.
  *
  * A request the backend gives up on (an ERROR during a wait, a timeout) is
  * finished by whichever thread sees its reply: a node it created is deleted,
@@ -466,14 +468,34 @@ open_thread(void *arg)
  * Backend: start opening a handle for hosts; its session events count from
  * now on, those of any earlier handle no longer do.
  */
+/*
+ * Start a detached thread with every signal blocked (it, and the client's
+ * threads it may start, inherit the mask: signals keep going to the
+ * backend's own thread).  Returns pthread_create's result.
+ */
+static int
+start_thread(void *(*fn) (void *), void *arg)
+{
+	pthread_t	thread;
+	pthread_attr_t attr;
+	sigset_t	all;
+	sigset_t	saved;
+	int			rc;
+
+	sigfillset(&all);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_sigmask(SIG_SETMASK, &all, &saved);
+	rc = pthread_create(&thread, &attr, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	pthread_attr_destroy(&attr);
+	return rc;
+}
+
 BridgeOpen *
 bridge_open_start(const char *hosts, int timeout_ms)
 {
 	BridgeOpen *op = calloc(1, sizeof(BridgeOpen));
-	pthread_attr_t attr;
-	pthread_t	thread;
-	sigset_t	all;
-	sigset_t	saved;
 	int			rc;
 
 	if (op == NULL || (op->hosts = strdup(hosts)) == NULL)
@@ -493,15 +515,7 @@ bridge_open_start(const char *hosts, int timeout_ms)
 	deletes_in_flight = 0;
 	pthread_mutex_unlock(&bridge_mutex);
 
-	/* Blocked only while the thread is created: it inherits the mask. */
-	sigfillset(&all);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_sigmask(SIG_SETMASK, &all, &saved);
-	rc = pthread_create(&thread, &attr, open_thread, op);
-	pthread_sigmask(SIG_SETMASK, &saved, NULL);
-	pthread_attr_destroy(&attr);
-
+	rc = start_thread(open_thread, op);
 	if (rc != 0)
 	{
 		open_destroy(op);
@@ -1217,23 +1231,106 @@ bridge_held_deletions(void)
 }
 
 /*
- * Backend, after zookeeper_close: no callback of that handle can come any
- * more, so the watches it kept go, whatever their references.
+ * Under bridge_mutex, after zookeeper_close of the handle of epoch: no
+ * callback of it can come any more, so the watches it kept go, whatever
+ * their references.
  */
-void
-bridge_handle_closed(void)
+static void
+free_watches_of(uint64_t epoch)
 {
-	pthread_mutex_lock(&bridge_mutex);
 	for (HeldWatch *hw = held_watches, *next; hw != NULL; hw = next)
 	{
 		next = hw->next;
-		if (hw->epoch != handle_epoch)
+		if (hw->epoch == epoch)
 		{
 			hw->refs = 1;
 			held_watch_unref(hw);
 		}
 	}
+}
+
+/* A handle being closed on a thread of its own. */
+typedef struct BridgeClose
+{
+	zhandle_t  *zh;
+	uint64_t	epoch;
+} BridgeClose;
+
+static int	closes_running;		/* under bridge_mutex */
+
+static void *
+close_thread(void *arg)
+{
+	BridgeClose *c = (BridgeClose *) arg;
+
+	zookeeper_close(c->zh);
+	pthread_mutex_lock(&bridge_mutex);
+	free_watches_of(c->epoch);
+	closes_running--;
 	pthread_mutex_unlock(&bridge_mutex);
+	free(c);
+	wake_backend();
+	return NULL;
+}
+
+/*
+ * Backend: close the open handle, which ends its session at once if a
+ * server can still hear it.  zookeeper_close sends the close request and
+ * waits for it to be answered, up to 3 s when the server does not answer,
+ * and nothing interrupts it: so it runs on a thread of its own, and the
+ * backend goes on at once (a new session may open meanwhile).  Only at exit
+ * does the backend wait for it (bridge_await_closes).
+ */
+void
+bridge_close(zhandle_t *zh)
+{
+	BridgeClose *c = malloc(sizeof(BridgeClose));
+	uint64_t	epoch = current_epoch();
+
+	bridge_handle_closing();
+	if (c != NULL)
+	{
+		c->zh = zh;
+		c->epoch = epoch;
+		pthread_mutex_lock(&bridge_mutex);
+		closes_running++;
+		pthread_mutex_unlock(&bridge_mutex);
+		if (start_thread(close_thread, c) == 0)
+			return;
+		pthread_mutex_lock(&bridge_mutex);
+		closes_running--;
+		pthread_mutex_unlock(&bridge_mutex);
+		free(c);
+	}
+	/* No thread to be had: close here, then. */
+	zookeeper_close(zh);
+	pthread_mutex_lock(&bridge_mutex);
+	free_watches_of(epoch);
+	pthread_mutex_unlock(&bridge_mutex);
+}
+
+/*
+ * Backend, at exit: wait up to timeout_ms, without serving interrupts, for
+ * the closes under way, so that the servers end those sessions (and delete
+ * their nodes) at once rather than after their timeout.
+ */
+void
+bridge_await_closes(int timeout_ms)
+{
+	int64_t		deadline = bridge_now_ms() + timeout_ms;
+
+	for (;;)
+	{
+		int			running;
+		int64_t		left = deadline - bridge_now_ms();
+
+		pthread_mutex_lock(&bridge_mutex);
+		running = closes_running;
+		pthread_mutex_unlock(&bridge_mutex);
+		if (running == 0 || left <= 0 || wait_set == NULL)
+			return;
+		bridge_wait_quietly(left);
+	}
 }
 
 /* ---- janitor: cleanups that outlive the backend's interest ---- */

@@ -93,6 +93,8 @@ extern BridgeOpen *bridge_open_start(const char *hosts, int timeout_ms);
 extern bool bridge_open_finished(BridgeOpen *op, zhandle_t **zh, int *error);
 extern void bridge_open_abandon(BridgeOpen *op);
 extern void bridge_handle_closing(void);
+extern void bridge_close(zhandle_t *zh);
+extern void bridge_await_closes(int timeout_ms);
 
 /* Issuing requests (backend). */
 extern ZkRequest *bridge_create(zhandle_t *zh, const char *path,
@@ -122,7 +124,6 @@ extern void bridge_unwatch_held(HeldWatch *hw);
 extern bool bridge_held_deleted(HeldWatch *hw);
 extern void bridge_held_mark_deleted(HeldWatch *hw);
 extern uint64_t bridge_held_deletions(void);
-extern void bridge_handle_closed(void);
 
 /* Finished by the client threads, retried across reconnects. */
 extern void bridge_delete_node(zhandle_t *zh, const char *path);

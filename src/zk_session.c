@@ -54,15 +54,18 @@ close_handle(void)
 	if (old == NULL)
 		return;
 	zh = NULL;
-	bridge_handle_closing();
-	zookeeper_close(old);
-	bridge_handle_closed();
+	bridge_close(old);
 }
 
+/*
+ * At exit, the close must reach the server, or the session's nodes stay for
+ * its timeout: wait for it, at most as long as the client itself would.
+ */
 static void
 session_exit_hook(int code, Datum arg)
 {
 	close_handle();
+	bridge_await_closes(3000);
 }
 
 ZkSessionStatus
