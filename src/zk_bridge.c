@@ -1399,6 +1399,17 @@ static void
 janitor_report(JanitorTask *task, bool listing, int rc)
 {
 	char		text[1024];
+	bool		closing;
+
+	/*
+	 * Its handle is being closed (which fails what is retried on it): the
+	 * session ends, and the node with it.
+	 */
+	pthread_mutex_lock(&bridge_mutex);
+	closing = task->epoch != handle_epoch;
+	pthread_mutex_unlock(&bridge_mutex);
+	if (closing)
+		return;
 
 	if (listing)
 		snprintf(text, sizeof(text), "could not look for this backend's node under znode \"%s\": %s; the node, if there is one, goes when this backend's ZooKeeper session ends",
