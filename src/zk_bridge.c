@@ -672,6 +672,15 @@ finish_abandoned(ZkRequest *req)
 				*slash = '\0';
 				janitor_delete_tagged(req->zh, req->epoch, req->path, req->tag);
 			}
+			/* The delete, if any, counts itself now: see bridge_abandon. */
+			if (req->counted)
+			{
+				pthread_mutex_lock(&bridge_mutex);
+				if (req->epoch == handle_epoch)
+					deletes_in_flight--;
+				pthread_mutex_unlock(&bridge_mutex);
+				wake_backend();
+			}
 			break;
 		case ZKREQ_WATCH:
 			if (req->rc == ZOK)
@@ -1009,6 +1018,19 @@ bridge_abandon(ZkRequest *req)
 	done = req->done;
 	if (!done)
 		req->abandoned = true;
+
+	/*
+	 * A create of ours still on its way will be undone when its reply comes:
+	 * count it as a delete pending already, so that a release, COMMIT or
+	 * ROLLBACK that waits for the deletes waits for it too (a cancelled
+	 * waiter's node must not outlive its ROLLBACK).
+	 */
+	if (!done && req->kind == ZKREQ_CREATE && req->tag != NULL &&
+		req->epoch == handle_epoch)
+	{
+		req->counted = true;
+		deletes_in_flight++;
+	}
 	pthread_mutex_unlock(&bridge_mutex);
 
 	if (done)

@@ -35,6 +35,7 @@ typedef struct ZkRequest
 	char	   *tag;			/* CREATE of a lock child: attempt tag in its name */
 	bool		done;
 	bool		abandoned;
+	bool		counted;		/* abandoned CREATE: in the pending deletes */
 	int			rc;
 	char	   *created;		/* CREATE: full path of the new node */
 	int64_t		czxid;			/* CREATE, GET, EXISTS: the node's creation zxid */
