@@ -4,7 +4,10 @@ MODULE_big = zklock
 OBJS = \
 	src/zklock.o \
 	src/guc.o \
+	src/zk_shared.o \
 	src/zk_bridge.o \
+	src/zk_worker.o \
+	src/session_file.o \
 	src/zk_session.o \
 	src/lock_name.o \
 	src/lock_recipe.o \
@@ -23,10 +26,10 @@ DATA = sql/zklock--1.0.sql sql/zklock--1.3.sql sql/zklock--1.0--1.1.sql \
 	sql/zklock--1.1--1.2.sql sql/zklock--1.2--1.3.sql
 PGFILEDESC = "zklock - cluster-wide locks held in Apache ZooKeeper"
 
-# The ZooKeeper C client's multi-threaded flavour: its own IO and completion
-# threads, so a backend can wait on its latch while requests are in flight.
-PG_CPPFLAGS = -DTHREADED -I$(srcdir)/src
-SHLIB_LINK = -lzookeeper_mt -lpthread
+# The ZooKeeper C client's single-threaded flavour: the session worker drives
+# it from its own event loop, so no PostgreSQL process runs foreign threads.
+PG_CPPFLAGS = -I$(srcdir)/src
+SHLIB_LINK = -lzookeeper_st
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter $(if $(WERROR),-Werror)
 
 # pg_regress and isolation tests need a running ZooKeeper and a temporary

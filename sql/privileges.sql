@@ -3,14 +3,11 @@ SELECT current_user AS su \gset
 CREATE ROLE zklock_user LOGIN;
 
 \c - zklock_user
--- Set by the role before zklock was loaded in this session: an untyped
--- placeholder, which loading the library rejects, since the setting is
--- superuser-only.
+-- zklock is preloaded, so its settings are checked as they are set, before
+-- any zklock call: the role cannot set this superuser-only one.
 SET zklock.absolute_paths = '/zklock_regress/stolen';
-SELECT zk_lock_try_acquire('priv-try');
 SHOW zklock.absolute_paths;
--- Once loaded, the role cannot set it.
-SET zklock.absolute_paths = '/zklock_regress/stolen';
+SELECT zk_lock_try_acquire('priv-try');
 
 -- Every lock function.
 SELECT zk_lock_acquire('priv-a'), zk_lock_acquire('priv-a', 1000),
@@ -34,8 +31,7 @@ SELECT lock_name, mode, holding, usename = current_user AS mine
 SELECT lock_name, mode, holding, info->>'user' = current_user AS mine
   FROM zk_lock_queue('priv-s');
 
--- Statistics: readable, here without shared_preload_libraries (55000, not a
--- permission error); resetting them is for superusers.
+-- Statistics: readable by everybody; resetting them is for superusers.
 SELECT sqlstate_of('SELECT * FROM zk_lock_stats');
 SELECT sqlstate_of('SELECT * FROM zk_session_stats');
 SELECT sqlstate_of('SELECT zk_lock_stats_reset()');

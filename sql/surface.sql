@@ -1,5 +1,6 @@
--- No ZooKeeper session before the first call that needs one.
-SELECT * FROM zk_session();
+-- The server's ZooKeeper session, held by the session worker, is there
+-- before this backend's first call; it holds none of this backend's locks.
+SELECT state, session_id ~ '^0x[0-9a-f]+$' AS has_id, locks FROM zk_session();
 
 -- Every SQL function once, on free locks.
 SELECT zk_lock_acquire('surface');

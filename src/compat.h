@@ -82,6 +82,14 @@ zklock_wait_event(void)
 #define ZKLOCK_WAIT_EVENT() PG_WAIT_EXTENSION
 #endif
 
+/* This process's number among the PGPROCs: 17 named it. */
+#include "storage/proc.h"
+#if PG_VERSION_NUM >= 170000
+#define ZK_MY_PROC_NUMBER MyProcNumber
+#else
+#define ZK_MY_PROC_NUMBER (MyProc->pgprocno)
+#endif
+
 /* The parameters of a ProcessUtility_hook, and the arguments that pass them on. */
 #define ZKLOCK_PROCESS_UTILITY_PARAMS \
 	PlannedStmt *pstmt, const char *queryString, bool readOnlyTree, \

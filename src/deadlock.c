@@ -184,8 +184,7 @@ publish(DeadlockWait *w, const char *data)
 	w->entry = psprintf("%s/%s", waits_dir(), key);
 	for (int tries = 0; tries < 3; tries++)
 	{
-		ZkRequest  *req = bridge_create(w->zh, w->entry, data, strlen(data),
-										zk_session_acl(), ZOO_EPHEMERAL, NULL);
+		ZkRequest  *req = bridge_create(w->entry, data, strlen(data), ZOO_EPHEMERAL, NULL);
 
 		if (!await_reply(w, req))
 		{
@@ -197,7 +196,7 @@ publish(DeadlockWait *w, const char *data)
 		if (rc == ZNODEEXISTS)
 		{
 			/* Ours: a lost reply's create, or a withdrawal under way. */
-			req = bridge_set(w->zh, w->entry, data, strlen(data), -1);
+			req = bridge_set(w->entry, data, strlen(data), -1);
 			if (!await_reply(w, req))
 			{
 				bridge_abandon(req);
@@ -210,14 +209,14 @@ publish(DeadlockWait *w, const char *data)
 			break;
 		/* Its errors (an ACL, say) are this look's, not the wait's. */
 		rc = ZOK;
-		if (!lock_recipe_create_path(w->zh, waits_dir(), w->deadline, &rc))
+		if (!lock_recipe_create_path(waits_dir(), w->deadline, &rc))
 			return false;
 		if (rc != ZOK)
 			break;
 	}
 	if (rc == ZOK)
 	{
-		ZkRequest  *watch = bridge_watch_pokes(w->zh, w->entry);
+		ZkRequest  *watch = bridge_watch_pokes(w->entry);
 
 		if (!await_reply(w, watch))
 		{
@@ -302,7 +301,7 @@ follow_blockers(Graph *g, int i)
 		b->via_blocker = children[c];
 		b->via_holds = lock_node_blockers((const char *const *) children, c, NULL) == 0;
 		b->entry = psprintf("%s/%s", waits_dir(), key);
-		b->req = bridge_get(g->w->zh, b->entry);
+		b->req = bridge_get(b->entry);
 	}
 	return false;
 }
@@ -379,8 +378,7 @@ find_cycle(Graph *g)
 	{
 		for (int i = first; i < last; i++)
 			if (g->members[i].waits)
-				g->members[i].req = bridge_get_children(g->w->zh,
-														g->members[i].parent);
+				g->members[i].req = bridge_get_children(g->members[i].parent);
 		for (int i = first; i < last; i++)
 		{
 			if (!g->members[i].waits)
@@ -451,8 +449,8 @@ still_there(Graph *g, int *path, int n, bool *real, int64 *czxids)
 		{
 			Member	   *m = &g->members[path[k]];
 
-			reqs[2 * k] = bridge_exists(g->w->zh, psprintf("%s/%s", m->parent, m->node));
-			reqs[2 * k + 1] = bridge_exists(g->w->zh, psprintf("%s/%s", m->parent,
+			reqs[2 * k] = bridge_exists(psprintf("%s/%s", m->parent, m->node));
+			reqs[2 * k + 1] = bridge_exists(psprintf("%s/%s", m->parent,
 															   blocker_on_path(g, path, n, k)));
 		}
 		for (int r = 0; r < 2 * n && answered; r++)
@@ -492,7 +490,7 @@ still_there(Graph *g, int *path, int n, bool *real, int64 *czxids)
 static void
 poke(DeadlockWait *w, Member *victim)
 {
-	ZkRequest  *req = bridge_set(w->zh, victim->entry, victim->data,
+	ZkRequest  *req = bridge_set(victim->entry, victim->data,
 								 victim->data_len, victim->version);
 
 	if (!await_reply(w, req))
@@ -573,7 +571,7 @@ deadlock_check(DeadlockWait *w)
 	else
 	{
 		/* A poke consumed the watch: set it again before looking. */
-		ZkRequest  *watch = bridge_watch_pokes(w->zh, w->entry);
+		ZkRequest  *watch = bridge_watch_pokes(w->entry);
 		int			rc;
 
 		if (!await_reply(w, watch))
@@ -646,7 +644,7 @@ deadlock_withdraw(DeadlockWait *w)
 {
 	if (w->entry != NULL)
 	{
-		bridge_delete_node(w->zh, w->entry);
+		bridge_delete_node(w->entry);
 		w->entry = NULL;
 		w->published = false;
 	}

@@ -12,7 +12,6 @@
 /* A wait the recipe hands to the detector. */
 typedef struct DeadlockWait
 {
-	zhandle_t  *zh;
 	const char *name;			/* the lock's name, for messages */
 	const char *parent;			/* its parent znode */
 	const char *node;			/* our node in its queue, full path */

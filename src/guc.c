@@ -181,10 +181,10 @@ zklock_define_gucs(void)
 {
 	DefineCustomStringVariable("zklock.hosts",
 							   "ZooKeeper connection string: host:port[,host:port...][/chroot].",
-							   "Takes effect when the backend next opens a ZooKeeper session.",
+							   "Server-wide: the session worker's session.  A reload that changes it closes that session; the locks held in it are lost.",
 							   &zklock_hosts,
 							   "127.0.0.1:2181",
-							   PGC_SUSET,
+							   PGC_SIGHUP,
 							   0,
 							   check_hosts, NULL, NULL);
 
@@ -207,11 +207,11 @@ zklock_define_gucs(void)
 							   check_absolute_paths, NULL, NULL);
 
 	DefineCustomIntVariable("zklock.session_timeout",
-							"ZooKeeper session timeout requested by each backend.",
-							"Locks of a backend that dies without closing its session are freed after this long.",
+							"ZooKeeper session timeout requested by the session worker.",
+							"Server-wide.  Locks of a server that stalls or is cut off from ZooKeeper are freed after this long.",
 							&zklock_session_timeout,
 							10000, 1000, 600000,
-							PGC_SUSET,
+							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
@@ -226,14 +226,14 @@ zklock_define_gucs(void)
 
 	/*
 	 * No check hook: PostgreSQL would echo a rejected value, password and
-	 * all, in the error message.  The form is checked when a session opens.
+	 * all, in the error message.  The session worker checks the form.
 	 */
 	DefineCustomStringVariable("zklock.auth",
 							   "ZooKeeper digest credentials, user:password.",
-							   "Empty: no authentication.  Nodes created with credentials can be changed only by that identity.",
+							   "Server-wide.  Empty: no authentication.  Nodes created with credentials can be changed only by that identity.",
 							   &zklock_auth,
 							   "",
-							   PGC_SUSET,
+							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
 
@@ -259,11 +259,11 @@ zklock_define_gucs(void)
 
 	DefineCustomEnumVariable("zklock.log_level",
 							 "Least severe ZooKeeper client message written to the server log.",
-							 "The client's messages are queued by its threads and logged by the backend at LOG level.",
+							 "The session worker logs the client's messages at LOG level.",
 							 &zklock_log_level,
 							 ZOO_LOG_LEVEL_WARN,
 							 log_level_options,
-							 PGC_SUSET,
+							 PGC_SIGHUP,
 							 0,
 							 NULL, assign_log_level, NULL);
 

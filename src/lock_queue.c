@@ -87,7 +87,6 @@ typedef struct LockRead
  */
 typedef struct QueueRead
 {
-	zhandle_t  *zh;
 	bool		by_name;		/* one lock asked for: errors are raised */
 	ZkRequest  *listing;		/* of zklock.root */
 	LockRead   *locks;
@@ -234,7 +233,7 @@ static void
 read_batch(QueueRead *r, LockRead *locks, int n)
 {
 	for (int k = 0; k < n; k++)
-		locks[k].listing = bridge_get_children(r->zh, locks[k].parent);
+		locks[k].listing = bridge_get_children(locks[k].parent);
 	for (int k = 0; k < n; k++)
 	{
 		LockRead   *l = &locks[k];
@@ -248,9 +247,9 @@ read_batch(QueueRead *r, LockRead *locks, int n)
 		}
 		l->nlock = l->nnodes;
 		if (leases)
-			l->leases_listing = bridge_get_children(r->zh, psprintf("%s/leases", l->parent));
+			l->leases_listing = bridge_get_children(psprintf("%s/leases", l->parent));
 		if (gate_exists)
-			l->gate_listing = bridge_get_children(r->zh, psprintf("%s/locks", l->parent));
+			l->gate_listing = bridge_get_children(psprintf("%s/locks", l->parent));
 	}
 	for (int k = 0; k < n; k++)
 	{
@@ -264,7 +263,7 @@ read_batch(QueueRead *r, LockRead *locks, int n)
 		judge(l->nodes, 0, l->nlock, -1);
 		judge(l->nodes, l->nlock, l->nnodes, l->nleases);
 		for (int i = 0; i < l->nnodes; i++)
-			l->nodes[i].get = bridge_get(r->zh, l->nodes[i].child);
+			l->nodes[i].get = bridge_get(l->nodes[i].child);
 	}
 	for (int k = 0; k < n; k++)
 	{
@@ -359,7 +358,7 @@ emit_queues(FunctionCallInfo fcinfo, QueueRowEmitter emit)
 	MemoryContext old;
 
 	InitMaterializedSRF(fcinfo, 0);
-	r.zh = zk_session_require(lock_table_count() > 0);
+	zk_session_require();
 	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "zklock queue batch",
 									  ALLOCSET_DEFAULT_SIZES);
 
@@ -383,7 +382,7 @@ emit_queues(FunctionCallInfo fcinfo, QueueRowEmitter emit)
 			int			n;
 			char	  **children;
 
-			r.listing = bridge_get_children(r.zh, zklock_root);
+			r.listing = bridge_get_children(zklock_root);
 			await_request(r.listing);
 			if (r.listing->rc != ZOK && r.listing->rc != ZNONODE)
 				zk_report_error(r.listing->rc, "list children of", zklock_root);

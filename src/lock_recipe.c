@@ -67,7 +67,6 @@ typedef struct Acquisition
 
 typedef struct Attempt
 {
-	zhandle_t  *zh;
 	Acquisition *acq;
 	const char *name;			/* for messages */
 	const char *parent;
@@ -192,7 +191,7 @@ lock_node_sequence(const char *name)
  * raises, unless error is given: then the first one is left there.
  */
 bool
-lock_recipe_create_path(zhandle_t *zh, const char *target, int64 deadline,
+lock_recipe_create_path(const char *target, int64 deadline,
 						int *error)
 {
 	char	   *path = pstrdup(target);
@@ -214,8 +213,7 @@ lock_recipe_create_path(zhandle_t *zh, const char *target, int64 deadline,
 			bool		last = (*p == '\0');
 
 			*p = '\0';
-			reqs[n++] = bridge_create(zh, path, "", 0, zk_session_acl(),
-									  ZOO_CONTAINER, NULL);
+			reqs[n++] = bridge_create(path, "", 0, ZOO_CONTAINER, NULL);
 			if (last)
 				break;
 			*p = '/';
@@ -315,15 +313,13 @@ static void
 send_create(Attempt *a)
 {
 	if (!parent_known(a->parent))
-		a->parent_create = bridge_create(a->zh, a->parent, "", 0,
-										 zk_session_acl(), ZOO_CONTAINER, NULL);
-	a->create = bridge_create(a->zh, a->prefix, a->data, strlen(a->data),
-							  zk_session_acl(), ZOO_EPHEMERAL_SEQUENTIAL,
+		a->parent_create = bridge_create(a->parent, "", 0, ZOO_CONTAINER, NULL);
+	a->create = bridge_create(a->prefix, a->data, strlen(a->data), ZOO_EPHEMERAL_SEQUENTIAL,
 							  a->tag);
-	a->children = bridge_get_children(a->zh, a->parent);
+	a->children = bridge_get_children(a->parent);
 }
 
-typedef ZkRequest *(*RequestSender) (zhandle_t *zh, const char *path);
+typedef ZkRequest *(*RequestSender) (const char *path);
 
 /*
  * Send a request, and again after every lost reply, until the server gives a
@@ -336,7 +332,7 @@ request_until_answered(Attempt *a, ZkRequest **slot, RequestSender send,
 	for (;;)
 	{
 		if (*slot == NULL)
-			*slot = send(a->zh, path);
+			*slot = send(path);
 		if (!await_reply(a, *slot))
 			return false;
 		if (!bridge_reply_lost((*slot)->rc))
@@ -383,7 +379,7 @@ find_lost_create(Attempt *a)
 	ereport(LOG,
 			(errmsg("zklock: the reply to creating \"%s\" was lost; the node exists and is adopted",
 					a->node)));
-	a->hw = bridge_watch_held(a->zh, a->node);
+	a->hw = bridge_watch_held(a->node);
 
 	if (!request_until_answered(a, &a->get, bridge_get, a->node))
 		return false;
@@ -418,7 +414,7 @@ enqueue(Attempt *a)
 			a->czxid = a->create->czxid;
 			free_request(&a->create);
 			/* Goes out while the listing's reply is on its way: no wait. */
-			a->hw = bridge_watch_held(a->zh, a->node);
+			a->hw = bridge_watch_held(a->node);
 			return true;
 		}
 		free_request(&a->create);
@@ -434,7 +430,7 @@ enqueue(Attempt *a)
 		}
 		else if (rc == ZNONODE && tries < MAX_PARENT_RETRIES)
 		{
-			if (!lock_recipe_create_path(a->zh, a->parent, a->acq->deadline, NULL))
+			if (!lock_recipe_create_path(a->parent, a->acq->deadline, NULL))
 				return false;
 		}
 		else
@@ -682,7 +678,7 @@ judge_listing(Attempt *a, const char *own, int64 own_seq, char **pred)
 			/* A twin from a lost create we could not see: never keep two. */
 			char	   *twin = psprintf("%s/%s", a->parent, child);
 
-			bridge_delete_node(a->zh, twin);
+			bridge_delete_node(twin);
 			pfree(twin);
 		}
 		else if (seq >= 0 && seq < own_seq)
@@ -744,7 +740,6 @@ run_attempt(Attempt *a)
 		return false;
 	own = strrchr(a->node, '/') + 1;
 	own_seq = lock_node_sequence(own);
-	a->dl.zh = a->zh;
 	a->dl.name = a->name;
 	a->dl.parent = a->parent;
 	a->dl.node = a->node;
@@ -782,7 +777,7 @@ run_attempt(Attempt *a)
 		}
 
 		events = bridge_watch_events();
-		a->watch = bridge_watch(a->zh, a->watched, a->watch_type);
+		a->watch = bridge_watch(a->watched, a->watch_type);
 		if (!await_reply(a, a->watch))
 			return false;
 		rc = a->watch->rc;
@@ -828,15 +823,15 @@ give_up(Attempt *a)
 	drop_request(&a->sync);
 	drop_request(&a->get);
 	if (a->watched)
-		bridge_remove_watch(a->zh, a->watched, a->watch_type);
+		bridge_remove_watch(a->watched, a->watch_type);
 	if (a->node)
 	{
 		bridge_unwatch_held(a->hw);
 		a->hw = NULL;
-		bridge_delete_node(a->zh, a->node);
+		bridge_delete_node(a->node);
 	}
 	else if (a->create_unresolved)
-		bridge_delete_tagged(a->zh, a->parent, a->tag);
+		bridge_delete_tagged(a->parent, a->tag);
 }
 
 /*
@@ -854,13 +849,12 @@ disarm_lock_timeout(Acquisition *acq)
 }
 
 static Attempt *
-attempt_new(zhandle_t *zh, const char *parent, LockMode mode,
+attempt_new(const char *parent, LockMode mode,
 			const LockRequest *req, Acquisition *acq)
 {
 	Attempt    *a = palloc0(sizeof(Attempt));
 	const char *kind;
 
-	a->zh = zh;
 	a->acq = acq;
 	a->name = req->name;
 	a->parent = parent;
@@ -917,7 +911,7 @@ attempt_finish(Attempt *a, HeldNode *held)
 	 */
 	drop_request(&a->children);
 	if (a->watched && a->watch_type == ZWATCHTYPE_CHILD)
-		bridge_remove_watch(a->zh, a->watched, a->watch_type);
+		bridge_remove_watch(a->watched, a->watch_type);
 	held->path = a->node;
 	held->watch = a->hw;
 	held->token = a->czxid;
@@ -930,7 +924,7 @@ attempt_finish(Attempt *a, HeldNode *held)
  * try.  The gate is released as soon as the lease is held (or given up).
  */
 static bool
-acquire_semaphore(zhandle_t *zh, const LockRequest *req, Acquisition *acq,
+acquire_semaphore(const LockRequest *req, Acquisition *acq,
 				  HeldNode *held)
 {
 	char	   *leases = psprintf("%s/leases", req->parent);
@@ -938,20 +932,20 @@ acquire_semaphore(zhandle_t *zh, const LockRequest *req, Acquisition *acq,
 	volatile bool granted;
 
 	if (req->timeout_ms != 0 &&
-		!attempt_finish(attempt_new(zh, psprintf("%s/locks", req->parent),
+		!attempt_finish(attempt_new(psprintf("%s/locks", req->parent),
 									LOCK_MODE_EXCLUSIVE, req, acq),
 						&gate))
 		return false;
 	PG_TRY();
 	{
-		granted = attempt_finish(attempt_new(zh, leases, LOCK_MODE_SEMAPHORE,
+		granted = attempt_finish(attempt_new(leases, LOCK_MODE_SEMAPHORE,
 											 req, acq),
 								 held);
 	}
 	PG_FINALLY();
 	{
 		if (gate.path != NULL)
-			lock_recipe_release(zh, gate.path, gate.recheck_tag, gate.watch);
+			lock_recipe_release(gate.path, gate.recheck_tag, gate.watch);
 	}
 	PG_END_TRY();
 	/* Timed out: the gate's delete too is applied before returning. */
@@ -965,7 +959,7 @@ acquire_semaphore(zhandle_t *zh, const LockRequest *req, Acquisition *acq,
  * and returns true; on timeout returns false and leaves nothing in ZooKeeper.
  */
 bool
-lock_recipe_acquire(zhandle_t *zh, const LockRequest *req, HeldNode *held)
+lock_recipe_acquire(const LockRequest *req, HeldNode *held)
 {
 	Acquisition acq = {0};
 	bool		granted;
@@ -979,9 +973,9 @@ lock_recipe_acquire(zhandle_t *zh, const LockRequest *req, HeldNode *held)
 	PG_TRY();
 	{
 		if (req->mode == LOCK_MODE_SEMAPHORE)
-			granted = acquire_semaphore(zh, req, &acq, held);
+			granted = acquire_semaphore(req, &acq, held);
 		else
-			granted = attempt_finish(attempt_new(zh, req->parent, req->mode,
+			granted = attempt_finish(attempt_new(req->parent, req->mode,
 												 req, &acq),
 									 held);
 	}
@@ -1003,13 +997,13 @@ lock_recipe_acquire(zhandle_t *zh, const LockRequest *req, HeldNode *held)
  * searched for the tag once more, behind the delete.
  */
 void
-lock_recipe_release(zhandle_t *zh, const char *node, const char *recheck_tag,
+lock_recipe_release(const char *node, const char *recheck_tag,
 					HeldWatch *watch)
 {
 	bridge_unwatch_held(watch);
-	bridge_delete_node(zh, node);
+	bridge_delete_node(node);
 	if (recheck_tag != NULL)
-		bridge_delete_sibling_tagged(zh, node, recheck_tag);
+		bridge_delete_sibling_tagged(node, recheck_tag);
 }
 
 /*

@@ -38,12 +38,12 @@ typedef struct HeldNode
 	HeldWatch  *watch;			/* on path: tells if another client deletes it */
 } HeldNode;
 
-extern bool lock_recipe_acquire(zhandle_t *zh, const LockRequest *req,
+extern bool lock_recipe_acquire(const LockRequest *req,
 								HeldNode *held);
-extern void lock_recipe_release(zhandle_t *zh, const char *node,
+extern void lock_recipe_release(const char *node,
 								const char *recheck_tag, HeldWatch *watch);
 extern void lock_recipe_await_releases(bool interruptible);
-extern bool lock_recipe_create_path(zhandle_t *zh, const char *path,
+extern bool lock_recipe_create_path(const char *path,
 									int64 deadline, int *error);
 extern void zk_report_error(int rc, const char *action, const char *path);
 

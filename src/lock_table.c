@@ -85,11 +85,9 @@ lock_table_count(void)
 static void
 drop_entry(LockEntry *entry, bool delete_node)
 {
-	zhandle_t  *zh = zk_session_handle(entry->generation);
-
-	if (zh != NULL && delete_node)
-		lock_recipe_release(zh, entry->node, entry->recheck_tag, entry->watch);
-	else if (zh != NULL)
+	if (delete_node && zk_session_is_current(entry->generation))
+		lock_recipe_release(entry->node, entry->recheck_tag, entry->watch);
+	else
 		bridge_unwatch_held(entry->watch);
 	stats_hold_ended(LOCK_ENTRY_NAME(entry), !delete_node);
 	if (entry->npending > 0)

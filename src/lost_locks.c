@@ -43,15 +43,17 @@ lost_locks_state(LockEntry *entry)
 }
 
 /*
- * Report what the client threads queued, then report and forget every lock
- * lost with its session.  True if one of them was called name.
+ * Report and forget every lock lost with its session.  True if one of them was called name.
  */
 bool
 lost_locks_forget(const char *name, LockMode mode)
 {
 	bool		named_lost = false;
 	char		first[ZKLOCK_NAME_MAX + 1];
-	uint64		deletions = bridge_held_deletions();
+	uint64		deletions;
+
+	bridge_attach();
+	deletions = bridge_held_deletions();
 
 	/*
 	 * A lost session is closed before anything is written off: the WARNINGs
@@ -59,7 +61,6 @@ lost_locks_forget(const char *name, LockMode mode)
 	 * would keep the forgotten locks' nodes at the head of their queues.
 	 */
 	zk_session_close_if_lost();
-	bridge_emit_messages();
 	stats_flush();
 	if (lock_table_forget_lost(zk_session_generation(),
 							   deletions != deletions_seen, name, mode,

@@ -84,7 +84,6 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 {
 	LockEntry  *entry;
 	LockEntry  *writer = NULL;
-	zhandle_t  *zh;
 	uint64		generation;
 	LockRequest req = {0};
 	HeldNode	held;
@@ -119,7 +118,7 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 	if (mode == LOCK_MODE_SHARED)
 		writer = lock_table_find(name, LOCK_MODE_EXCLUSIVE);
 
-	zh = zk_session_require(lock_table_count() > 0);
+	zk_session_require();
 	generation = zk_session_generation();
 	req.name = name;
 	req.mode = mode;
@@ -129,7 +128,7 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 	stats_wait_begin(name);
 	PG_TRY();
 	{
-		granted = lock_recipe_acquire(zh, &req, &held);
+		granted = lock_recipe_acquire(&req, &held);
 	}
 	PG_CATCH();
 	{
@@ -149,7 +148,7 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 	}
 	PG_CATCH();
 	{
-		lock_recipe_release(zh, held.path, held.recheck_tag, held.watch);
+		lock_recipe_release(held.path, held.recheck_tag, held.watch);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();

@@ -34,6 +34,7 @@
 #include "lock_table.h"
 #include "stats.h"
 #include "zk_bridge.h"
+#include "zk_shared.h"
 
 PG_FUNCTION_INFO_V1(zk_lock_stats);
 PG_FUNCTION_INFO_V1(zk_lock_stats_reset);
@@ -150,9 +151,6 @@ stats_exit(int code, Datum arg)
 void
 stats_init(void)
 {
-	if (!process_shared_preload_libraries_in_progress)
-		return;
-
 	DefineCustomIntVariable("zklock.max_tracked_locks",
 							"Lock names whose statistics are kept in zk_lock_stats.",
 							"The least used name is evicted to make room.",
@@ -307,16 +305,30 @@ count_session(SessionCounter c)
 	pg_atomic_fetch_add_u64(&shared->counters[c], 1);
 }
 
-void
-stats_session_opened(void)
+/* The session worker's events: counted for the server, not for a backend. */
+static void
+count_worker(int c)
 {
-	count_session(SESSIONS_OPENED);
+	if (shared != NULL)
+		pg_atomic_fetch_add_u64(&shared->counters[c], 1);
 }
 
 void
-stats_session_lost(void)
+stats_count_session_opened(void)
 {
-	count_session(SESSIONS_LOST);
+	count_worker(SESSIONS_OPENED);
+}
+
+void
+stats_count_session_lost(void)
+{
+	count_worker(SESSIONS_LOST);
+}
+
+void
+stats_count_reconnect(void)
+{
+	count_worker(BRIDGE_RECONNECTS);
 }
 
 /* A deadlock check ran; victim: it ended this backend's wait with 40P01. */
@@ -345,11 +357,9 @@ stats_flush(void)
 static void
 require_shared(void)
 {
+	/* Not preloaded: the same error as every other zklock function. */
 	if (shared == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("zklock statistics need zklock in shared_preload_libraries"),
-				 errhint("Add zklock to shared_preload_libraries and restart the server.")));
+		zk_shared_attach();
 }
 
 #define ZK_LOCK_STATS_COLS 10

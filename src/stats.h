@@ -19,8 +19,9 @@ extern void stats_init(void);
 extern void stats_wait_begin(const char *name);
 extern void stats_wait_end(const char *name, StatsOutcome outcome);
 extern void stats_hold_ended(const char *name, bool lost);
-extern void stats_session_opened(void);
-extern void stats_session_lost(void);
+extern void stats_count_session_opened(void);
+extern void stats_count_session_lost(void);
+extern void stats_count_reconnect(void);
 extern void stats_deadlock_checked(bool victim);
 extern void stats_flush(void);
 

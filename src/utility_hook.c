@@ -19,6 +19,7 @@
 #include "lost_locks.h"
 #include "sql_functions.h"
 #include "utility_hook.h"
+#include "zk_bridge.h"
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
@@ -38,7 +39,7 @@ zklock_process_utility(ZKLOCK_PROCESS_UTILITY_PARAMS)
 	 * Only once DISCARD ALL has succeeded: it refuses to run in a transaction
 	 * block, and then nothing is released, as with advisory locks.
 	 */
-	if (discard_all)
+	if (discard_all && bridge_attached())
 	{
 		zklock_release_all_session_locks();
 

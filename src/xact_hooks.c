@@ -18,10 +18,14 @@
 #include "lock_table.h"
 #include "lost_locks.h"
 #include "xact_hooks.h"
+#include "zk_bridge.h"
 
 static void
 xact_callback(XactEvent event, void *arg)
 {
+	/* Preloaded, the callbacks run in every process; most never use zklock. */
+	if (!bridge_attached())
+		return;
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
@@ -60,6 +64,8 @@ static void
 subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 				 SubTransactionId parentSubid, void *arg)
 {
+	if (!bridge_attached())
+		return;
 	switch (event)
 	{
 		case SUBXACT_EVENT_COMMIT_SUB:

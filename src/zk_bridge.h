@@ -1,11 +1,12 @@
 /*
  * zk_bridge.h
- *	  The meeting point of the ZooKeeper client's threads and the backend.
+ *	  A backend's side of the session worker: requests, replies, watches.
  */
 #ifndef ZKLOCK_ZK_BRIDGE_H
 #define ZKLOCK_ZK_BRIDGE_H
 
 #include <stdint.h>
+#include <stdbool.h>
 #include <zookeeper/zookeeper.h>
 
 typedef enum ZkRequestKind
@@ -17,25 +18,32 @@ typedef enum ZkRequestKind
 	ZKREQ_SYNC,					/* zoo_async: catch the server up with the leader */
 	ZKREQ_EXISTS,				/* zoo_aexists without a watch */
 	ZKREQ_SET,					/* zoo_aset of any version */
-	ZKREQ_POKE_WATCH			/* zoo_awget on a published wait (deadlock.c) */
+	ZKREQ_POKE_WATCH,			/* zoo_awget on a published wait (deadlock.c) */
+	/* One-way: the worker carries them out, nobody waits for a reply. */
+	ZKREQ_DELETE,				/* one of the backend's nodes */
+	ZKREQ_DELETE_TAGGED,		/* its child of path whose name has the tag */
+	ZKREQ_UNWATCH,				/* the backend's watch on path */
+	ZKREQ_HELD_WATCH			/* watch a node the backend created */
 } ZkRequestKind;
 
+/* How the names of one backend's nodes begin, after "_c_". */
+#define ZK_OWNER_LEN 18
+
 /*
- * One asynchronous request.  malloc'ed, because the client thread may finish
- * it after the backend has given up on it (see bridge_abandon).  Result fields
- * are valid once bridge_done() has returned true.
+ * One asynchronous request, as the backend sees it: malloc'ed, so that
+ * transaction callbacks may free it.  Result fields are valid once
+ * bridge_done() has returned true.
  */
 typedef struct ZkRequest
 {
 	ZkRequestKind kind;
-	zhandle_t  *zh;
-	uint64_t	epoch;			/* of zh, see zk_bridge.c */
+	uint64_t	shared;			/* its SharedRequest (dsa_pointer) until done */
+	uint64_t	epoch;			/* session generation it was sent for */
 	int64_t		sent_at;		/* bridge_now_ms() when issued */
 	char	   *path;			/* the request's path */
 	char	   *tag;			/* CREATE of a lock child: attempt tag in its name */
+	bool		tagged;			/* CREATE of a lock child */
 	bool		done;
-	bool		abandoned;
-	bool		counted;		/* abandoned CREATE: in the pending deletes */
 	int			rc;
 	char	   *created;		/* CREATE: full path of the new node */
 	int64_t		czxid;			/* CREATE, GET, EXISTS: the node's creation zxid */
@@ -54,8 +62,9 @@ typedef struct ZkSessionSnapshot
 	int64_t		session_id;
 	int			timeout_ms;		/* negotiated session timeout */
 	char		server[64];		/* server of the current connection */
-	int64_t		changed_at_ms;	/* monotonic ms of the last state change */
+	int64_t		changed_at_ms;	/* bridge_now_ms() of the last state change */
 	uint64_t	events;			/* count of session events so far */
+	uint64_t	generation;		/* of the handle; 0: none open */
 } ZkSessionSnapshot;
 
 /* Requests sent and reconnects, counted for zk_session_stats. */
@@ -85,31 +94,21 @@ bridge_reply_lost(int rc)
 	return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT;
 }
 
-extern void bridge_init(void);
+extern void bridge_attach(void);
+extern bool bridge_attached(void);
 extern int64_t bridge_now_ms(void);
 
-/* Opening and closing the handle (backend). */
-typedef struct BridgeOpen BridgeOpen;
-extern BridgeOpen *bridge_open_start(const char *hosts, int timeout_ms);
-extern bool bridge_open_finished(BridgeOpen *op, zhandle_t **zh, int *error);
-extern void bridge_open_abandon(BridgeOpen *op);
-extern void bridge_handle_closing(void);
-extern void bridge_close(zhandle_t *zh);
-extern void bridge_await_closes(int timeout_ms);
-
-/* Issuing requests (backend). */
-extern ZkRequest *bridge_create(zhandle_t *zh, const char *path,
-								const char *data, int datalen,
-								const struct ACL_vector *acl, int mode,
-								const char *tag);
-extern ZkRequest *bridge_get_children(zhandle_t *zh, const char *path);
-extern ZkRequest *bridge_watch(zhandle_t *zh, const char *path, int watch_type);
-extern ZkRequest *bridge_get(zhandle_t *zh, const char *path);
-extern ZkRequest *bridge_sync(zhandle_t *zh, const char *path);
-extern ZkRequest *bridge_exists(zhandle_t *zh, const char *path);
-extern ZkRequest *bridge_set(zhandle_t *zh, const char *path,
-							 const char *data, int datalen, int version);
-extern ZkRequest *bridge_watch_pokes(zhandle_t *zh, const char *path);
+/* Issuing requests on the server's session. */
+extern ZkRequest *bridge_create(const char *path, const char *data, int datalen,
+								int mode, const char *tag);
+extern ZkRequest *bridge_get_children(const char *path);
+extern ZkRequest *bridge_watch(const char *path, int watch_type);
+extern ZkRequest *bridge_get(const char *path);
+extern ZkRequest *bridge_sync(const char *path);
+extern ZkRequest *bridge_exists(const char *path);
+extern ZkRequest *bridge_set(const char *path, const char *data, int datalen,
+							 int version);
+extern ZkRequest *bridge_watch_pokes(const char *path);
 extern bool bridge_take_poke(void);
 extern bool bridge_done(ZkRequest *req);
 extern void bridge_free(ZkRequest *req);
@@ -120,32 +119,30 @@ extern int64_t bridge_last_contact(void);
 
 /* Watches on the nodes the backend created: deleted by others = lost. */
 typedef struct HeldWatch HeldWatch;
-extern HeldWatch *bridge_watch_held(zhandle_t *zh, const char *path);
+extern HeldWatch *bridge_watch_held(const char *path);
 extern void bridge_unwatch_held(HeldWatch *hw);
 extern bool bridge_held_deleted(HeldWatch *hw);
 extern void bridge_held_mark_deleted(HeldWatch *hw);
 extern uint64_t bridge_held_deletions(void);
 
-/* Finished by the client threads, retried across reconnects. */
-extern void bridge_delete_node(zhandle_t *zh, const char *path);
-extern void bridge_delete_tagged(zhandle_t *zh, const char *parent,
-								 const char *tag);
-extern void bridge_delete_sibling_tagged(zhandle_t *zh, const char *node,
-										 const char *tag);
-extern void bridge_remove_watch(zhandle_t *zh, const char *path, int watch_type);
+/* Carried out by the worker, retried across reconnects. */
+extern void bridge_delete_node(const char *path);
+extern void bridge_delete_tagged(const char *parent, const char *tag);
+extern void bridge_delete_sibling_tagged(const char *node, const char *tag);
+extern void bridge_remove_watch(const char *path, int watch_type);
 extern bool bridge_deletes_pending(void);
 
-/* Waiting (backend). */
+/* Waiting. */
 extern uint64_t bridge_watch_events(void);
 extern void bridge_wait(long timeout_ms);
 extern void bridge_wait_quietly(long timeout_ms);
-extern void bridge_emit_messages(void);
 
-/* Session events. */
-extern void bridge_session_watcher(zhandle_t *zh, int type, int state,
-								   const char *path, void *ctx);
+/* The session. */
 extern void bridge_session_snapshot(ZkSessionSnapshot *out);
-extern void bridge_log_callback(const char *message);
+extern bool bridge_worker_running(void);
+extern int	bridge_open_error(void);
 extern uint64_t bridge_closed_by_server(void);
+extern void bridge_write_off(uint64_t generation);
+extern const char *bridge_owner(void);
 
 #endif							/* ZKLOCK_ZK_BRIDGE_H */

@@ -1,6 +1,6 @@
 /*
  * zk_session.h
- *	  The backend's ZooKeeper session.
+ *	  A backend's view of the server's ZooKeeper session.
  */
 #ifndef ZKLOCK_ZK_SESSION_H
 #define ZKLOCK_ZK_SESSION_H
@@ -11,15 +11,15 @@
 
 /* Length of an attempt tag, a UUID-shaped string, without the NUL. */
 #define ZK_TAG_LEN 36
-/* Its first part, the same for every attempt of one ZooKeeper session. */
-#define ZK_TAG_SESSION_LEN 18
-/* "_c_" and that part: what every lock node of one session's name begins with. */
+/* Its first part, the same for every attempt of one backend. */
+#define ZK_TAG_SESSION_LEN ZK_OWNER_LEN
+/* "_c_" and that part: what every lock node of one backend's name begins with. */
 #define ZK_SESSION_KEY_LEN (3 + ZK_TAG_SESSION_LEN)
 
 typedef enum ZkSessionStatus
 {
-	ZK_SESSION_NONE,			/* no session open */
-	ZK_SESSION_CONNECTING,		/* opened, not yet accepted by a server */
+	ZK_SESSION_NONE,			/* no session worker */
+	ZK_SESSION_CONNECTING,		/* being opened, not yet accepted by a server */
 	ZK_SESSION_CONNECTED,
 	ZK_SESSION_SUSPENDED,		/* disconnected; may still be alive */
 	ZK_SESSION_LOST				/* expired, refused, or silent too long */
@@ -35,14 +35,13 @@ typedef struct ZkSessionInfo
 	int64		since_contact_ms;	/* 0 while connected */
 } ZkSessionInfo;
 
-extern zhandle_t *zk_session_require(bool have_locks);
+extern void zk_session_require(void);
 extern void zk_session_close_if_lost(void);
-extern const struct ACL_vector *zk_session_acl(void);
 extern void zk_session_confirm(const char *probe, HeldWatch *probe_watch);
 extern void zk_session_describe(ZkSessionInfo *info);
 extern ZkSessionStatus zk_session_status(void);
 extern uint64 zk_session_generation(void);
-extern zhandle_t *zk_session_handle(uint64 generation);
+extern bool zk_session_is_current(uint64 generation);
 extern void zk_session_new_tag(char *tag);
 extern void zk_session_check_alive(const char *what);
 extern void zk_session_wait(long timeout_ms);

@@ -1,20 +1,25 @@
 /*
  * zklock.c
- *	  Module entry point: settings, transaction callbacks, the DISCARD ALL
- *	  hook and, when preloaded, shared memory for statistics.
+ *	  Module entry point: settings, and under shared_preload_libraries the
+ *	  shared memory, the session worker, transaction callbacks and the
+ *	  DISCARD ALL hook.
  *
- * Nothing connects here.  Under shared_preload_libraries this runs in the
- * postmaster, and the ZooKeeper client's threads would not survive fork();
- * each backend opens its own session on first use (zk_session.c).
+ * zklock works only preloaded: the server's ZooKeeper session is held by a
+ * background worker, and backends reach it through shared memory.  Loaded
+ * any other way it defines its settings and nothing else; every function
+ * then fails with 55000 (zk_shared_attach), as pg_stat_statements does.
  */
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "miscadmin.h"
 
 #include "guc.h"
 #include "stats.h"
 #include "utility_hook.h"
 #include "xact_hooks.h"
+#include "zk_shared.h"
+#include "zk_worker.h"
 
 PG_MODULE_MAGIC;
 
@@ -24,7 +29,11 @@ void
 _PG_init(void)
 {
 	zklock_define_gucs();
+	if (!process_shared_preload_libraries_in_progress)
+		return;
 	zklock_register_xact_hooks();
 	zklock_install_utility_hook();
 	stats_init();
+	zk_shared_init();
+	zk_worker_register();
 }

@@ -34,7 +34,7 @@ set -euo pipefail
 # IPC::Run; where the whole TAP suite runs also Curator and a JDK (test 020
 # compiles a Java client), PgBouncer and pg_cron.  Extend these lists here:
 # a cached chroot gets what it lacks on its next use.
-build_packages=(build-essential make gcc libc6-dev libzookeeper-mt-dev
+build_packages=(build-essential make gcc libc6-dev libzookeeper-st-dev
 	dpkg-dev debhelper postgresql-server-dev-all)
 # What any TAP test needs (a ZooKeeper server, Kazoo to read its tree), and
 # what the whole suite needs besides (test 020's Java client).

@@ -14,7 +14,8 @@ zklock_packages=(
 	build-essential
 	postgresql-15
 	postgresql-server-dev-15
-	libzookeeper-mt-dev
+	libzookeeper-st-dev
+	libzookeeper-mt2
 	zookeeper
 	libipc-run-perl
 	python3-kazoo

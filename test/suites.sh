@@ -40,6 +40,7 @@ tree=$work/tree
 zklock_copy_tree "$tree"
 chown -R postgres: "$work"
 cat > "$work/regress.conf" <<CONF
+shared_preload_libraries = 'zklock'
 zklock.hosts = '$hosts'
 zklock.root = '/zklock_regress'
 zklock.session_timeout = 4000

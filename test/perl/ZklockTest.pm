@@ -59,6 +59,7 @@ sub zk_configure
 {
 	my ($node, $zk, %conf) = @_;
 	my %settings = (
+		'shared_preload_libraries' => 'zklock',
 		'zklock.hosts' => $zk->hosts,
 		'zklock.root' => ZK_ROOT,
 		'cluster_name' => $node->name,

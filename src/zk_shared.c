@@ -1,0 +1,128 @@
+/*
+ * zk_shared.c
+ *	  The shared memory of backends and the session worker: its size, its
+ *	  set-up in the postmaster, and each process's attachment to it.
+ *
+ * Requests and replies are of any size (a listing of ten thousand lock
+ * nodes), so they live in a dynamic shared area: it begins in the main
+ * shared memory, made by the postmaster, which may not make DSM segments
+ * itself, and grows into segments that the backends and the worker make.
+ */
+#include "postgres.h"
+
+#include "access/twophase.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "utils/memutils.h"
+
+#include "zk_shared.h"
+
+/* The area's part in the main shared memory: small replies never leave it. */
+#define ZK_AREA_IN_PLACE (1024 * 1024)
+
+ZkShared   *zk_shared = NULL;
+dsa_area   *zk_area = NULL;
+
+static void *area_place = NULL;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+/* Every PGPROC may be a backend that uses zklock; indexed by its number. */
+static int
+slot_count(void)
+{
+	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
+}
+
+static Size
+shared_size(void)
+{
+	return add_size(offsetof(ZkShared, slots),
+					mul_size(slot_count(), sizeof(ZkSlot)));
+}
+
+static void
+zk_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(add_size(MAXALIGN(shared_size()), ZK_AREA_IN_PLACE));
+}
+
+static void
+zk_shmem_startup(void)
+{
+	bool		found;
+	bool		area_found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	zk_shared = ShmemInitStruct("zklock session", shared_size(), &found);
+	area_place = ShmemInitStruct("zklock requests", ZK_AREA_IN_PLACE, &area_found);
+	if (!found)
+	{
+		dsa_area   *area;
+
+		memset(zk_shared, 0, shared_size());
+		SpinLockInit(&zk_shared->mutex);
+		pg_atomic_init_u64(&zk_shared->queue, InvalidDsaPointer);
+		zk_shared->nslots = slot_count();
+		for (int i = 0; i < zk_shared->nslots; i++)
+			for (int c = 0; c < BRIDGE_NCOUNTERS; c++)
+				pg_atomic_init_u64(&zk_shared->slots[i].counts[c], 0);
+		zk_shared->dsa_tranche = LWLockNewTrancheId();
+		area = dsa_create_in_place(area_place, ZK_AREA_IN_PLACE,
+								   zk_shared->dsa_tranche, NULL);
+		/* It lives as long as the shared memory, whoever attaches. */
+		dsa_pin(area);
+		dsa_detach(area);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* _PG_init under shared_preload_libraries. */
+void
+zk_shared_init(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = zk_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = zk_shmem_startup;
+}
+
+/*
+ * Map the area in this process, for the rest of its life.  ERROR (55000)
+ * if zklock was not preloaded: nothing of it can work then.
+ */
+void
+zk_shared_attach(void)
+{
+	MemoryContext old;
+
+	if (zk_area != NULL)
+		return;
+	if (zk_shared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock must be loaded via shared_preload_libraries"),
+				 errhint("Add zklock to shared_preload_libraries and restart the server.")));
+	LWLockRegisterTranche(zk_shared->dsa_tranche, "zklock_requests");
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	zk_area = dsa_attach_in_place(area_place, NULL);
+	MemoryContextSwitchTo(old);
+	dsa_pin_mapping(zk_area);
+}
+
+/* Set a latch of the worker's or a backend's, if there is one. */
+void
+zk_wake(Latch *latch)
+{
+	if (latch != NULL)
+		SetLatch(latch);
+}

@@ -1,0 +1,111 @@
+/*
+ * zk_shared.h
+ *	  What backends and the session worker share: the request queue, the
+ *	  published state of the server's ZooKeeper session, one slot per
+ *	  backend, and the dynamic shared area that carries requests and replies.
+ */
+#ifndef ZKLOCK_ZK_SHARED_H
+#define ZKLOCK_ZK_SHARED_H
+
+#include "port/atomics.h"
+#include "storage/latch.h"
+#include "storage/spin.h"
+#include "utils/dsa.h"
+
+#include "zk_bridge.h"
+
+/* Where a request is: the worker's, done, or left to the worker to undo. */
+typedef enum RequestState
+{
+	REQ_QUEUED,
+	REQ_DONE,
+	REQ_ABANDONED
+} RequestState;
+
+/*
+ * A request in the shared area.  The backend allocates and queues it; the
+ * worker sends it and writes the reply; whoever is last frees it (the
+ * backend after reading a reply, the worker when the backend gave up).
+ * One-way requests (cleanups) are the worker's from the start.
+ */
+typedef struct SharedRequest
+{
+	dsa_pointer next;			/* queued before it */
+	int			slot;			/* the backend's slot */
+	uint32		incarnation;	/* of the slot when queued */
+	ZkRequestKind kind;
+	uint64		epoch;			/* session generation it was made for */
+	int64		sent_at;		/* bridge_now_ms() when queued */
+	pg_atomic_uint32 state;		/* RequestState */
+	bool		oneway;			/* nobody waits for a reply */
+	bool		counted;		/* in the slot's deletes_pending */
+	int			arg;			/* CREATE: mode; (UN)WATCH: type; SET: version */
+	dsa_pointer held;			/* HELD_WATCH: its SharedHeld */
+	/* The reply. */
+	int			rc;
+	int64		czxid;
+	int32		version;		/* the node's data version */
+	int			nchildren;
+	dsa_pointer result;			/* created path, data, or children */
+	int			result_len;
+	/* path, NUL, tag (may be empty), NUL, data */
+	int			tag_off;
+	int			data_off;
+	int			data_len;
+	char		payload[FLEXIBLE_ARRAY_MEMBER];
+} SharedRequest;
+
+/*
+ * The watch on a node a backend created: referenced by the backend until it
+ * deletes or forgets the node, and by the worker while the watch is set.
+ */
+typedef struct SharedHeld
+{
+	int			refs;			/* under ZkShared.mutex, like the flags */
+	bool		released;
+	bool		deleted;
+} SharedHeld;
+
+/* One per PGPROC: what the worker tells one backend. */
+typedef struct ZkSlot
+{
+	pid_t		pid;			/* 0: nobody uses zklock from it */
+	uint32		incarnation;	/* bumped by each backend that takes it */
+	Latch	   *latch;
+	char		owner[ZK_OWNER_LEN + 1];	/* its nodes' names begin so */
+	bool		exiting;		/* the backend goes: undo what it left */
+	bool		cleaned;		/* the worker did */
+	uint64		watch_events;	/* its watches fired */
+	bool		poked;			/* its published wait was rewritten */
+	int			deletes_pending;
+	uint64		held_deletions; /* its nodes deleted by others */
+	pg_atomic_uint64 counts[BRIDGE_NCOUNTERS];
+} ZkSlot;
+
+typedef struct ZkShared
+{
+	slock_t		mutex;			/* everything below but the counters */
+	pid_t		worker_pid;
+	Latch	   *worker_latch;
+	pg_atomic_uint64 queue;		/* last request queued, linked by next */
+	uint64		generation;		/* of the open handle; 0: none */
+	uint64		last_generation;	/* never reused while the server runs */
+	ZkSessionSnapshot session;
+	int64		last_contact;	/* see bridge_last_contact */
+	uint64		closed_by_server;	/* see bridge_closed_by_server */
+	int			open_error;		/* errno of a failed zookeeper_init, or: */
+#define ZK_OPEN_BAD_AUTH (-1)	/* zklock.auth is not user:password */
+	uint64		close_requested;	/* a generation a backend wrote off */
+	int			dsa_tranche;
+	int			nslots;
+	ZkSlot		slots[FLEXIBLE_ARRAY_MEMBER];
+} ZkShared;
+
+extern ZkShared *zk_shared;
+extern dsa_area *zk_area;
+
+extern void zk_shared_init(void);
+extern void zk_shared_attach(void);
+extern void zk_wake(Latch *latch);
+
+#endif							/* ZKLOCK_ZK_SHARED_H */
