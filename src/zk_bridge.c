@@ -79,6 +79,7 @@ bridge_detach(int code, Datum arg)
 
 	SpinLockAcquire(&zk_shared->mutex);
 	my_slot->exiting = true;
+	zk_shared->exits_pending = true;
 	SpinLockRelease(&zk_shared->mutex);
 	zk_wake(zk_shared->worker_latch);
 
@@ -88,9 +89,11 @@ bridge_detach(int code, Datum arg)
 		bool		worker;
 		int64_t		left = deadline - bridge_now_ms();
 
+		/* Disconnected, the worker deletes them once it can: no waiting. */
 		SpinLockAcquire(&zk_shared->mutex);
 		cleaned = my_slot->cleaned;
-		worker = zk_shared->worker_pid != 0 && zk_shared->generation != 0;
+		worker = zk_shared->worker_pid != 0 && zk_shared->generation != 0 &&
+			zk_shared->session.zk_state == ZOO_CONNECTED_STATE;
 		SpinLockRelease(&zk_shared->mutex);
 		if (cleaned || !worker || left <= 0)
 			break;

@@ -96,6 +96,7 @@ typedef struct ZkShared
 	int			open_error;		/* errno of a failed zookeeper_init, or: */
 #define ZK_OPEN_BAD_AUTH (-1)	/* zklock.auth is not user:password */
 	uint64		close_requested;	/* a generation a backend wrote off */
+	bool		exits_pending;	/* a backend set its slot's exiting */
 	int			dsa_tranche;
 	int			nslots;
 	ZkSlot		slots[FLEXIBLE_ARRAY_MEMBER];

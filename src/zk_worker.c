@@ -83,6 +83,8 @@ typedef struct WorkerWatch
 typedef struct OwnedNode
 {
 	dlist_node of_slot;
+	uint32		incarnation;	/* of the backend that created it */
+	bool		deleting;		/* a delete is on its way */
 	char		path[FLEXIBLE_ARRAY_MEMBER];
 } OwnedNode;
 
@@ -90,18 +92,22 @@ typedef struct OwnedNode
 typedef struct UncertainCreate
 {
 	dlist_node of_slot;
+	uint32		incarnation;
 	char	   *parent;
 	char	   *tag;
 } UncertainCreate;
 
-/* What the worker knows of one backend slot. */
+/*
+ * What the worker knows of one backend slot.  Its lists may still hold a
+ * departed backend's entries while the next backend of the slot adds its
+ * own; every entry names its incarnation.
+ */
 typedef struct WorkerSlot
 {
-	uint32		incarnation;	/* whose nodes and watches these are */
+	uint32		incarnation;	/* the latest backend the worker heard from */
 	dlist_head	owned;
 	dlist_head	uncertain;
 	dlist_head	watches;
-	bool		cleaning;		/* its backend went: deleting what it left */
 } WorkerSlot;
 
 typedef enum CallKind
@@ -219,11 +225,8 @@ worker_slot(int slot, uint32 incarnation)
 {
 	WorkerSlot *ws = &wslots[slot];
 
-	if (ws->incarnation != incarnation)
-	{
-		Assert(dlist_is_empty(&ws->owned) && dlist_is_empty(&ws->watches));
+	if (incarnation > ws->incarnation)
 		ws->incarnation = incarnation;
-	}
 	return ws;
 }
 
@@ -283,7 +286,7 @@ nothing_left(int rc)
 /* ---- owned nodes ---- */
 
 static OwnedNode *
-find_owned(WorkerSlot *ws, const char *path)
+find_owned(WorkerSlot *ws, uint32 incarnation, const char *path)
 {
 	dlist_iter	it;
 
@@ -291,7 +294,7 @@ find_owned(WorkerSlot *ws, const char *path)
 	{
 		OwnedNode  *node = dlist_container(OwnedNode, of_slot, it.cur);
 
-		if (strcmp(node->path, path) == 0)
+		if (node->incarnation == incarnation && strcmp(node->path, path) == 0)
 			return node;
 	}
 	return NULL;
@@ -305,6 +308,8 @@ own(int slot, uint32 incarnation, const char *path)
 	OwnedNode  *node = MemoryContextAlloc(TopMemoryContext,
 										  offsetof(OwnedNode, path) + len);
 
+	node->incarnation = incarnation;
+	node->deleting = false;
 	memcpy(node->path, path, len);
 	dlist_push_tail(&ws->owned, &node->of_slot);
 }
@@ -312,12 +317,8 @@ own(int slot, uint32 incarnation, const char *path)
 static void
 disown(int slot, uint32 incarnation, const char *path)
 {
-	WorkerSlot *ws = &wslots[slot];
-	OwnedNode  *node;
+	OwnedNode  *node = find_owned(&wslots[slot], incarnation, path);
 
-	if (ws->incarnation != incarnation)
-		return;
-	node = find_owned(ws, path);
 	if (node != NULL)
 	{
 		dlist_delete(&node->of_slot);
@@ -331,6 +332,7 @@ uncertain_add(int slot, uint32 incarnation, const char *parent, const char *tag)
 	WorkerSlot *ws = worker_slot(slot, incarnation);
 	UncertainCreate *u = MemoryContextAlloc(TopMemoryContext, sizeof(UncertainCreate));
 
+	u->incarnation = incarnation;
 	u->parent = MemoryContextStrdup(TopMemoryContext, parent);
 	u->tag = MemoryContextStrdup(TopMemoryContext, tag);
 	dlist_push_tail(&ws->uncertain, &u->of_slot);
@@ -366,10 +368,9 @@ delete_done(int rc, const void *data)
 		issue_call(call, NULL);
 		return;
 	}
-	if (rc == ZOK || rc == ZNONODE)
-		disown(call->slot, call->incarnation, call->path);
-	else
+	if (rc != ZOK && rc != ZNONODE)
 		report_cleanup_failure(call, rc);
+	disown(call->slot, call->incarnation, call->path);
 	if (call->counted)
 		uncount(call->slot, call->incarnation);
 	call_free(call);
@@ -410,6 +411,10 @@ static void
 cleanup_delete(int slot, uint32 incarnation, const char *path)
 {
 	Call	   *call = call_new(CALL_DELETE);
+	OwnedNode  *node = find_owned(&wslots[slot], incarnation, path);
+
+	if (node != NULL)
+		node->deleting = true;
 
 	call->slot = slot;
 	call->incarnation = incarnation;
@@ -556,12 +561,10 @@ watcher(zhandle_t *handle, int type, int state, const char *path, void *ctx)
 	{
 		SpinLockAcquire(&zk_shared->mutex);
 		latch = slot_latch(ww->slot, ww->incarnation);
-		if (latch == NULL)
-			;
-		else if (ww->kind == WATCH_WAITER)
+		if (latch != NULL && ww->kind == WATCH_WAITER)
 			shared_slot(ww->slot)->watch_events++;
 		/* A poke rewrites the entry; its deletion by its owner is none. */
-		else if (type == ZOO_CHANGED_EVENT)
+		else if (latch != NULL && type == ZOO_CHANGED_EVENT)
 			shared_slot(ww->slot)->poked = true;
 		else
 			latch = NULL;
@@ -926,13 +929,32 @@ issue_call(Call *call, SharedRequest *sr)
 
 /* ---- the queue ---- */
 
+/*
+ * Whether the node's name carries the backend's owner key ("_c_" and the
+ * first part of its attempt tags): a node it created, even one whose
+ * create's reply was lost and which it found again by its tag.
+ */
+static bool
+names_owner(SharedRequest *sr, const char *path)
+{
+	const char *name = strrchr(path, '/');
+	bool		ok;
+
+	if (name == NULL || strncmp(name + 1, "_c_", 3) != 0)
+		return false;
+	SpinLockAcquire(&zk_shared->mutex);
+	ok = shared_slot(sr->slot)->incarnation == sr->incarnation &&
+		strncmp(name + 4, shared_slot(sr->slot)->owner, ZK_OWNER_LEN) == 0;
+	SpinLockRelease(&zk_shared->mutex);
+	return ok;
+}
+
 /* Whether the backend may delete path: it created it. */
 static bool
 may_delete(SharedRequest *sr, const char *path)
 {
-	WorkerSlot *ws = &wslots[sr->slot];
-
-	return ws->incarnation == sr->incarnation && find_owned(ws, path) != NULL;
+	return find_owned(&wslots[sr->slot], sr->incarnation, path) != NULL ||
+		names_owner(sr, path);
 }
 
 /* Whether tag is one of the backend's attempt tags. */
@@ -993,6 +1015,10 @@ take_oneway(dsa_pointer dp, SharedRequest *sr)
 			}
 			break;
 		case ZKREQ_HELD_WATCH:
+			/* A node found again after its create's reply was lost. */
+			if (current && names_owner(sr, path) &&
+				find_owned(&wslots[sr->slot], sr->incarnation, path) == NULL)
+				own(sr->slot, sr->incarnation, path);
 			if (current)
 			{
 				arm_watch(watch_new(sr->slot, sr->incarnation, WATCH_HELD,
@@ -1055,101 +1081,122 @@ drain_queue(void)
 /* ---- backends that went ---- */
 
 /*
- * The backend of slot went, or is going: delete every node it still owns,
- * and every node of its creates whose reply was lost; forget its watches.
+ * The backends of slot but the one of incarnation keep (0: none) went, or
+ * are going: delete every node they still own, and every node of their
+ * creates whose reply was lost; stop their watches.
  */
 static void
-clean_slot(int slot)
+clean_slot(int slot, uint32 keep)
 {
 	WorkerSlot *ws = &wslots[slot];
 	dlist_mutable_iter it;
 
-	if (zh != NULL)
+	dlist_foreach_modify(it, &ws->owned)
 	{
-		dlist_foreach_modify(it, &ws->owned)
-		{
-			OwnedNode  *node = dlist_container(OwnedNode, of_slot, it.cur);
+		OwnedNode  *node = dlist_container(OwnedNode, of_slot, it.cur);
 
-			cleanup_delete(slot, ws->incarnation, node->path);
-		}
-		dlist_foreach_modify(it, &ws->uncertain)
-		{
-			UncertainCreate *u = dlist_container(UncertainCreate, of_slot, it.cur);
+		if (node->incarnation != keep && !node->deleting && zh != NULL)
+			cleanup_delete(slot, node->incarnation, node->path);
+	}
+	dlist_foreach_modify(it, &ws->uncertain)
+	{
+		UncertainCreate *u = dlist_container(UncertainCreate, of_slot, it.cur);
 
-			cleanup_delete_tagged(slot, ws->incarnation, u->parent, u->tag);
-			dlist_delete(&u->of_slot);
-			pfree(u->parent);
-			pfree(u->tag);
-			pfree(u);
-		}
+		if (u->incarnation == keep)
+			continue;
+		if (zh != NULL)
+			cleanup_delete_tagged(slot, u->incarnation, u->parent, u->tag);
+		dlist_delete(&u->of_slot);
+		pfree(u->parent);
+		pfree(u->tag);
+		pfree(u);
 	}
 	dlist_foreach_modify(it, &ws->watches)
 	{
 		WorkerWatch *ww = dlist_container(WorkerWatch, of_slot, it.cur);
 
-		if (!ww->removing)
+		if (ww->incarnation != keep && !ww->removing)
 		{
 			ww->gone = true;
-			if (ww->kind != WATCH_HELD)
-				unwatch(ww);
+			unwatch(ww);
 		}
 	}
-	ws->cleaning = true;
 }
 
-/* Called each turn: backends exiting, and (every second) gone without a word. */
+/* Whether the worker keeps anything of a backend of slot but keep's. */
+static bool
+others_left(WorkerSlot *ws, uint32 keep)
+{
+	dlist_iter	it;
+
+	dlist_foreach(it, &ws->owned)
+		if (dlist_container(OwnedNode, of_slot, it.cur)->incarnation != keep)
+		return true;
+	dlist_foreach(it, &ws->watches)
+		if (dlist_container(WorkerWatch, of_slot, it.cur)->incarnation != keep)
+		return true;
+	return !dlist_is_empty(&ws->uncertain) && keep == 0;
+}
+
+/*
+ * Called each turn: backends that are exiting, and (every second) backends
+ * gone without a word.  An exiting backend is told (its slot's cleaned)
+ * once its nodes are deleted and its pending deletes are done.
+ */
 static void
 check_slots(void)
 {
 	int64		now = bridge_now_ms();
 	bool		full = now - last_slot_check >= SLOT_CHECK_MS;
+	bool		exits;
 
+	SpinLockAcquire(&zk_shared->mutex);
+	exits = zk_shared->exits_pending;
+	zk_shared->exits_pending = false;
+	SpinLockRelease(&zk_shared->mutex);
 	if (full)
 		last_slot_check = now;
+
 	for (int i = 0; i < zk_shared->nslots; i++)
 	{
 		WorkerSlot *ws = &wslots[i];
 		ZkSlot	   *s = shared_slot(i);
-		bool		exiting;
-		bool		gone;
-		pid_t		pid;
-		Latch	   *latch = NULL;
 		bool		busy = !dlist_is_empty(&ws->owned) ||
-			!dlist_is_empty(&ws->uncertain) || !dlist_is_empty(&ws->watches) ||
-			ws->cleaning;
+			!dlist_is_empty(&ws->uncertain) || !dlist_is_empty(&ws->watches);
+		pid_t		pid;
+		uint32		incarnation;
+		uint32		keep;
+		bool		exiting;
+		bool		pending;
+		Latch	   *latch = NULL;
 
-		if (!busy && !full)
+		if (!busy && !exits)
 			continue;
 		SpinLockAcquire(&zk_shared->mutex);
-		exiting = s->exiting && s->incarnation == ws->incarnation && !s->cleaned;
-		gone = s->pid == 0 || s->incarnation != ws->incarnation;
 		pid = s->pid;
+		incarnation = s->incarnation;
+		exiting = pid != 0 && s->exiting && !s->cleaned;
+		pending = s->deletes_pending > 0;
 		SpinLockRelease(&zk_shared->mutex);
 
-		if (!busy && !exiting)
-			continue;
-		if (!gone && !exiting && full && pid != 0 && kill(pid, 0) != 0 && errno == ESRCH)
-			gone = true;
+		/* The backend whose entries stay: the slot's, alive, not exiting. */
+		keep = (pid != 0 && !exiting) ? incarnation : 0;
+		if (keep != 0 && full && kill(pid, 0) != 0 && errno == ESRCH)
+			keep = 0;
+		if (busy && others_left(ws, keep))
+			clean_slot(i, keep);
 
-		if ((exiting || gone) && !ws->cleaning)
-			clean_slot(i);
-		if (ws->cleaning && dlist_is_empty(&ws->owned))
+		/* Tell an exiting backend once nothing of it is left. */
+		if (exiting && !pending && !others_left(ws, 0))
 		{
-			bool		pending;
-
 			SpinLockAcquire(&zk_shared->mutex);
-			pending = !gone && s->deletes_pending > 0;
-			if (!pending && s->incarnation == ws->incarnation)
+			if (s->incarnation == incarnation)
 			{
 				s->cleaned = true;
-				latch = slot_latch(i, ws->incarnation);
+				latch = slot_latch(i, incarnation);
 			}
 			SpinLockRelease(&zk_shared->mutex);
-			if (!pending)
-			{
-				ws->cleaning = false;
-				zk_wake(latch);
-			}
+			zk_wake(latch);
 		}
 	}
 }
@@ -1203,15 +1250,35 @@ session_watcher(zhandle_t *handle, int type, int state, const char *path,
 }
 
 /*
- * The client's log lines, to the server log.  Connections a server closed
- * before setting up a session (beyond its maxClientCnxns, or without a
- * quorum) are counted for the backends' error message.
+ * The client's log lines, to the server log.  While no server answers, the
+ * client repeats the same few lines several times a second: a line from the
+ * same place in the client is written at most once per LOG_REPEAT_MS, with
+ * a count of those left out.  Connections a server closed before setting up
+ * a session (beyond its maxClientCnxns, or without a quorum) are counted for
+ * the backends' error message.
  */
+#define LOG_REPEAT_MS 60000
+#define LOG_PLACES 16
+
+typedef struct LogPlace
+{
+	char		where[64];		/* "ZOO_WARN@zookeeper_interest@2561" */
+	int64		logged_at;
+	int			left_out;
+} LogPlace;
+
+static LogPlace log_places[LOG_PLACES];
+
 static void
 log_line(const char *message)
 {
-	char	   *text = pstrdup(message);
-	size_t		len = strlen(text);
+	const char *zoo = strstr(message, "ZOO_");
+	const char *colon = zoo ? strstr(zoo, ": ") : NULL;
+	char		where[64] = "";
+	LogPlace   *place = NULL;
+	int64		now = bridge_now_ms();
+	char	   *text;
+	size_t		len;
 
 	if (strstr(message, "failed while receiving a server response") != NULL ||
 		(strstr(message, "server refused to accept the client") != NULL &&
@@ -1222,9 +1289,50 @@ log_line(const char *message)
 		zk_shared->closed_by_server++;
 		SpinLockRelease(&zk_shared->mutex);
 	}
+
+	if (colon != NULL && colon - zoo < (ptrdiff_t) sizeof(where))
+	{
+		LogPlace   *oldest = &log_places[0];
+
+		memcpy(where, zoo, colon - zoo);
+		where[colon - zoo] = '\0';
+		for (int i = 0; i < LOG_PLACES && place == NULL; i++)
+		{
+			if (strcmp(log_places[i].where, where) == 0)
+				place = &log_places[i];
+			else if (log_places[i].logged_at < oldest->logged_at)
+				oldest = &log_places[i];
+		}
+		if (place == NULL)
+		{
+			place = oldest;
+			strlcpy(place->where, where, sizeof(place->where));
+			place->logged_at = 0;
+			place->left_out = 0;
+		}
+		else if (now - place->logged_at < LOG_REPEAT_MS)
+		{
+			place->left_out++;
+			return;
+		}
+	}
+
+	text = pstrdup(message);
+	len = strlen(text);
 	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
 		text[--len] = '\0';
-	ereport(LOG, (errmsg_internal("zklock: %s", text)));
+	if (place != NULL && place->left_out > 0)
+		ereport(LOG,
+				(errmsg_internal("zklock: %s (and %d more like it in the last %d s)",
+								 text, place->left_out,
+								 (int) ((now - place->logged_at) / 1000))));
+	else
+		ereport(LOG, (errmsg_internal("zklock: %s", text)));
+	if (place != NULL)
+	{
+		place->logged_at = now;
+		place->left_out = 0;
+	}
 	pfree(text);
 }
 
@@ -1323,7 +1431,7 @@ close_session(bool lost)
 		return;
 	SpinLockAcquire(&zk_shared->mutex);
 	zk_shared->generation = 0;
-	zk_shared->session.zk_state = 0;
+	memset(&zk_shared->session, 0, sizeof(zk_shared->session));
 	zk_shared->session.changed_at_ms = bridge_now_ms();
 	zk_shared->last_contact = 0;
 	SpinLockRelease(&zk_shared->mutex);

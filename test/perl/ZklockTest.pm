@@ -26,7 +26,8 @@ our @EXPORT = qw(
   zklock_wait_event wait_for_wait_event elapsed_since
   session send_query wait_marker zk_session_field wait_session_state
   cs_begin_sql cs_end_sql cs_waiter_sql queue_nodes
-  freeze_until_suspended finish_checks fakedns_lib sleep_for);
+  freeze_until_suspended finish_checks fakedns_lib sleep_for
+  worker_pid wait_worker_session reconfigure);
 
 use constant ZK_ROOT => '/zklock_tap';
 
@@ -211,6 +212,61 @@ sub wait_marker
 {
 	my ($s, $marker) = @_;
 	return $s->query_until(qr/\Q$marker\E/, '');
+}
+
+# The pid of $node's zklock session worker (a child of its postmaster), or
+# undef if there is none; waits up to 30 s for one to appear.
+sub worker_pid
+{
+	my ($node) = @_;
+	my $t0 = time;
+	while (time - $t0 < 30)
+	{
+		my $pm = $node->{_pid};
+		if (open my $fh, '-|', 'pgrep', '-P', $pm, '-f', 'zklock session worker')
+		{
+			my $pid = <$fh>;
+			close $fh;
+			if ($pid) { chomp $pid; return $pid; }
+		}
+		sleep 0.1;
+	}
+	return undef;
+}
+
+# Wait until $node's server session is connected (as zk_session() says);
+# returns the seconds it took, or undef after $timeout (default 30) seconds.
+sub wait_worker_session
+{
+	my ($node, $timeout) = @_;
+	my $t0 = time;
+	while (time - $t0 < ($timeout // 30))
+	{
+		my $state = $node->safe_psql('postgres', 'SELECT state FROM zk_session()');
+		return time - $t0 if $state eq 'connected';
+		sleep 0.05;
+	}
+	return undef;
+}
+
+# Change server-wide settings in $node's configuration and reload: the
+# session worker closes its session and opens another.  Returns once the old
+# session is gone (true), or false after 30 s.
+sub reconfigure
+{
+	my ($node, %conf) = @_;
+	my $old = $node->safe_psql('postgres', 'SELECT session_id FROM zk_session()');
+	$node->append_conf('postgresql.conf',
+		join '', map { "$_ = '$conf{$_}'\n" } sort keys %conf);
+	$node->reload;
+	my $t0 = time;
+	while (time - $t0 < 30)
+	{
+		return 1
+		  if $node->safe_psql('postgres', 'SELECT session_id FROM zk_session()') ne $old;
+		sleep 0.05;
+	}
+	return 0;
 }
 
 sub zk_session_field

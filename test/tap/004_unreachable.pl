@@ -1,7 +1,8 @@
 
 # ZooKeeper unreachable: an acquire fails with SQLSTATE class 08, naming the
 # hosts, within zklock.connect_timeout, and leaves nothing behind.  Once the
-# servers are back, the same PostgreSQL session locks again.
+# servers are back and the session worker has its session, the same
+# PostgreSQL session locks again.
 
 use strict;
 use warnings;
@@ -39,6 +40,7 @@ END \$\$});
 is($session->query_safe('SELECT count(*) FROM zk_locks'), '0', 'nothing held');
 
 $zk->start;
+ok(defined wait_worker_session($node), 'the session worker connects once ZooKeeper is up');
 is($session->query_safe(q{SELECT zk_lock_acquire('down')}), 't',
 	'same PostgreSQL session locks once ZooKeeper is up');
 is(scalar @{ $zk->ephemerals(ZK_ROOT) }, 1, 'exactly one lock node exists');

@@ -38,9 +38,17 @@ sub queue_of
 	return $q;
 }
 
+# The session (of the PostgreSQL server) that owns each node of the queue.
+sub owners
+{
+	return { map { $_->[0] => lc $_->[1] } @{ $zk->ephemerals(ZK_ROOT) } };
+}
+
 # Check that watches on the queue are exactly: each node's owner on its own
 # node (to learn if another client deletes it), and each waiter on its
-# predecessor, one watch each.
+# predecessor, nothing else.  A ZooKeeper server keeps one watch per session
+# and path, and a PostgreSQL server has one session: a waiter on the same
+# server as its predecessor's owner shares that watch.
 sub watches_ok
 {
 	my ($q, $what) = @_;
@@ -49,8 +57,15 @@ sub watches_ok
 	do
 	{
 		my $w = $zk->watches;
-		$got = { map { $_ => scalar @{ $w->{$_} } } grep { m{^\Q$parent\E} } keys %$w };
-		$want = { map { $q->[$_] => ($_ < $#$q ? 2 : 1) } 0 .. $#$q };
+		my $owner = owners();
+		$got = { map { $_ => join(',', sort @{ $w->{$_} }) } grep { m{^\Q$parent\E} } keys %$w };
+		$want = {
+			map {
+				my %sids = ($owner->{ $q->[$_] } => 1);
+				$sids{ $owner->{ $q->[ $_ + 1 ] } } = 1 if $_ < $#$q;
+				($q->[$_] => join(',', sort keys %sids))
+			} 0 .. $#$q
+		};
 		return is_deeply($got, $want, $what) if _same($got, $want);
 		sleep 0.1;
 	} while (time < $deadline);

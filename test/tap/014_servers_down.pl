@@ -2,8 +2,9 @@
 # Fault injection 5: every server of the ensemble goes down under a backend
 # that has a session.  Acquiring fails with a class 08 error within
 # zklock.connect_timeout: 08006 while the session may still be alive, 08001
-# once it is lost and a new one cannot be opened.  When the servers come
-# back, the same PostgreSQL session locks again, on a new ZooKeeper session.
+# once it is lost and the session worker cannot open a new one.  When the
+# servers come back, the same PostgreSQL session locks again, on the
+# worker's new ZooKeeper session.
 
 use strict;
 use warnings;
@@ -48,16 +49,19 @@ acquire_fails_ok('08006', qq{lost connection to ZooKeeper at "$hosts"},
 	'servers down, session maybe alive');
 is(zk_session_field($s, 'state'), 'suspended', 'session suspended');
 
-ok(defined wait_session_state($s, 'lost', 30), 'session lost after its timeout');
-note sprintf('session judged lost %.2f s after the servers went down', elapsed_since($t_down));
+# The session worker gives the session up once its timeout has passed, and
+# opens a new one, which no server accepts yet.
+ok(defined wait_session_state($s, 'connecting', 30), 'session given up after its timeout');
+note sprintf('session given up %.2f s after the servers went down', elapsed_since($t_down));
 acquire_fails_ok('08001', qq{could not connect to ZooKeeper at "$hosts"},
 	'servers down, session lost');
-is(zk_session_field($s, 'state'), 'none', 'no session is kept open meanwhile');
+is(zk_session_field($s, 'state'), 'connecting', 'the session worker is opening a new session meanwhile');
 is($s->query_safe('SELECT count(*) FROM zk_locks'), '0', 'nothing held');
 
 my $t_up = time;
 $zk->start;
 note sprintf('servers back, serving after %.2f s', elapsed_since($t_up));
+ok(defined wait_worker_session($node), 'the session worker gets its new session');
 is($s->query_safe(q{SELECT zk_lock_acquire('down')}), 't',
 	'the same PostgreSQL session locks again');
 note sprintf('first lock %.2f s after the servers were started', elapsed_since($t_up));

@@ -1,9 +1,12 @@
 
-# Fault injection 6: backends that die without closing their ZooKeeper
-# session.  A waiter killed with kill -9, a holder killed with kill -9, and a
-# holder whose PostgreSQL is shut down in immediate mode: each one's node
-# stays until its session expires, then goes, and the next waiter gets the
-# lock within the session timeout.  None lingers.
+# Fault injection 6: backends that die without running their exit hooks.
+# A waiter killed with kill -9 and a holder killed with kill -9: the
+# postmaster restarts every backend and the session worker, whose successor
+# ends the server's old session at once, so the next waiter gets the lock
+# well before the session timeout.  A holder whose PostgreSQL is shut down
+# in immediate mode and stays down: its node stays until the server's
+# session expires, then goes, and the next waiter gets the lock within the
+# session timeout.  None lingers.
 
 use strict;
 use warnings;
@@ -14,7 +17,7 @@ use Time::HiRes qw(sleep time);
 
 use ZklockTest;
 
-my $session_timeout_ms = 3000;
+my $session_timeout_ms = 6000;
 my $timeout_s = $session_timeout_ms / 1000;
 my $zk = start_zk(servers => 3);
 my ($node_a, $node_b) = map {
@@ -29,6 +32,21 @@ sub backend_pid
 	my ($node, $appname) = @_;
 	return $node->safe_psql('postgres',
 		"SELECT pid FROM pg_stat_activity WHERE application_name = '$appname'");
+}
+
+# After a crash restart, the waiter's lock comes once node's new worker is
+# up: well before the session timeout.
+sub granted_at_once_ok
+{
+	my ($waiter, $t_death, $what) = @_;
+	wait_marker($waiter, 'waiter-done');
+	my $elapsed = elapsed_since($t_death);
+	is($waiter->{stderr}, '', "$what: the waiter got the lock") or diag $waiter->{stderr};
+	cmp_ok($elapsed, '<', $timeout_s / 2,
+		sprintf("$what: %.2f s after the death, well before the session timeout of %.0f s",
+			$elapsed, $timeout_s));
+	note sprintf('%s: lock free again %.2f s after the death', $what, $elapsed);
+	return;
 }
 
 # The waiter's lock comes between 2/3 of the session timeout after the death
@@ -57,7 +75,7 @@ sub node_back_ok
 }
 
 # 1. kill -9 of a waiting backend: the waiter queued behind it gets the lock
-#    only once the dead waiter's session is gone.
+#    once the dead waiter's node is gone, with node_b's old session.
 {
 	my $holder = session($node_a, 'holder1');
 	$holder->query_safe(q{SELECT zk_lock_acquire('crash1')});
@@ -71,7 +89,7 @@ sub node_back_ok
 	my $t_death = time;
 	kill 'KILL', backend_pid($node_b, 'doomed1');
 	$holder->query_safe(q{SELECT zk_lock_release('crash1')});
-	granted_after_expiry_ok($waiter, $t_death, 'waiter killed');
+	granted_at_once_ok($waiter, $t_death, 'waiter killed');
 	$holder->quit;
 	$waiter->quit;
 	eval { $doomed->quit };
@@ -87,13 +105,14 @@ sub node_back_ok
 	ok(wait_for_wait_event($node_b, 'waiter2'), 'a waiter on node_b queued');
 	my $t_death = time;
 	kill 'KILL', backend_pid($node_a, 'holder2');
-	granted_after_expiry_ok($waiter, $t_death, 'holder killed');
+	granted_at_once_ok($waiter, $t_death, 'holder killed');
 	$waiter->quit;
 	eval { $holder->quit };
 	node_back_ok($node_a);
 }
 
-# 3. Immediate shutdown of the holder's PostgreSQL, then a restart.
+# 3. Immediate shutdown of the holder's PostgreSQL, restarted only after the
+#    waiter got the lock.
 {
 	my $holder = session($node_a, 'holder3');
 	$holder->query_safe(q{SELECT zk_lock_acquire('crash3')});

@@ -1,10 +1,12 @@
 
 # ZooKeeper authentication: with zklock.auth, nodes are created so that only
-# that identity may change them and everyone may read them.  A backend
+# that identity may change them and everyone may read them.  A server
 # without the credentials, or with wrong ones, gets 42501 with a hint and
 # leaves nothing behind; with the right ones it shares the locks.  The
-# credentials are hidden from ordinary users (zklock is preloaded, so the
-# setting is defined before any user can read it) and never logged.
+# setting is server-wide: a reload with new credentials gives the server a
+# new session; malformed ones (not user:password) fail with 22023 without
+# showing them.  The credentials are hidden from ordinary users and never
+# logged.
 
 use strict;
 use warnings;
@@ -15,9 +17,7 @@ use Test::More;
 use ZklockTest;
 
 my $zk = start_zk();
-my $node_a = zk_node('node_a', $zk,
-	'zklock.auth' => 'locker:s3cret-pw',
-	'shared_preload_libraries' => 'zklock');
+my $node_a = zk_node('node_a', $zk, 'zklock.auth' => 'locker:s3cret-pw');
 my $node_b = zk_node('node_b', $zk);
 
 my $holder = session($node_a, 'holder');
@@ -37,10 +37,11 @@ for my $n (@nodes)
 
 my $other = session($node_b, 'other');
 $other->query_safe('\set VERBOSITY verbose');
-for my $case ([ 'no credentials', '' ], [ 'wrong credentials', 'locker:wrong' ])
+for my $case ([ 'wrong credentials', 'locker:wrong' ], [ 'no credentials', '' ])
 {
 	my ($what, $auth) = @$case;
-	$other->query_safe("SET zklock.auth = '$auth'");
+	ok(reconfigure($node_b, 'zklock.auth' => $auth), "$what: node_b has a new session");
+	ok(defined wait_worker_session($node_b), "$what: connected");
 	$other->query(q{SELECT zk_lock_try_acquire('guarded2')});
 	like($other->{stderr},
 		qr/ERROR:  42501: permission denied to create ZooKeeper node/,
@@ -51,7 +52,8 @@ for my $case ([ 'no credentials', '' ], [ 'wrong credentials', 'locker:wrong' ])
 }
 is(scalar @{ $zk->ephemerals(ZK_ROOT) }, 1, 'only the holder has a node');
 
-$other->query_safe(q{SET zklock.auth = 'locker:s3cret-pw'});
+ok(reconfigure($node_b, 'zklock.auth' => 'locker:s3cret-pw'), 'node_b takes the credentials');
+ok(defined wait_worker_session($node_b), 'and connects with them');
 is($other->query_safe(q{SELECT zk_lock_try_acquire('guarded')}), 'f',
 	'with the same credentials: the lock is shared, and taken');
 is($other->query_safe(q{SELECT zk_lock_try_acquire('guarded2')}), 't',
@@ -61,6 +63,16 @@ $holder->query_safe(q{SELECT zk_lock_release('guarded')});
 is($other->query_safe(q{SELECT zk_lock_try_acquire('guarded')}), 't',
 	'... and the lock once released');
 $other->query_safe(q{SELECT zk_lock_release('guarded')});
+
+# Malformed credentials: 22023, never showing them; the session stays closed.
+ok(reconfigure($node_b, 'zklock.auth' => 'no-colon-s3cret'), 'malformed credentials close the session');
+$other->query(q{SELECT zk_lock_try_acquire('guarded')});
+like($other->{stderr}, qr/ERROR:  22023: zklock.auth must have the form user:password/,
+	'malformed credentials: 22023');
+unlike($other->{stderr}, qr/s3cret/, 'without showing them');
+$other->{stderr} = '';
+ok(reconfigure($node_b, 'zklock.auth' => ''), 'no credentials again');
+ok(defined wait_worker_session($node_b), 'and a session');
 
 # Hidden from ordinary users, also in a backend that has not used zklock.
 $node_a->safe_psql('postgres', 'CREATE ROLE plain');
