@@ -66,7 +66,9 @@ if QUICK:
         reacquire_max=1000, local_calls=1000,
         waiters=20, waiter_rounds=1, waiter_cpu_seconds=2.0,
         first_use_rounds=3, first_use_later=10, deadlock_rounds=3,
-        view_sizes=(1000,), view_reads=3)
+        view_sizes=(1000,), view_reads=3,
+        backends=200, throughput_clients=(64,), throughput_seconds=2.0,
+        kill9_rounds=1)
 else:
     CONF = dict(
         cycle_rounds=5, cycle_seconds=0.8,
@@ -78,7 +80,9 @@ else:
         reacquire_max=1000, local_calls=2000,
         waiters=100, waiter_rounds=2, waiter_cpu_seconds=5.0,
         first_use_rounds=5, first_use_later=20, deadlock_rounds=7,
-        view_sizes=(1000, 10000), view_reads=5)
+        view_sizes=(1000, 10000), view_reads=5,
+        backends=1000, throughput_clients=(64, 512), throughput_seconds=5.0,
+        kill9_rounds=3)
 
 
 def log(msg):
@@ -211,6 +215,19 @@ class ZooKeeper:
                     watches.setdefault(sid, []).append(line.strip())
         return watches
 
+    def ephemeral_owners(self, part):
+        """Sessions that own ephemeral nodes whose path contains part
+        ('dump', which only the leader answers in full)."""
+        owners = set()
+        for port in self.ports:
+            sid = None
+            for line in self.flw(port, 'dump').splitlines():
+                if line.startswith('0x'):
+                    sid = line.split()[0].lower()
+                elif line.strip().startswith('/') and sid and part in line:
+                    owners.add(sid)
+        return owners
+
     def watch_count(self, prefix):
         """Watches on paths under prefix, over all servers ('wchp')."""
         count = 0
@@ -265,10 +282,11 @@ class Node:
                     "listen_addresses = '127.0.0.1'\n"
                     "port = %d\n"
                     "unix_socket_directories = '%s'\n"
-                    "max_connections = 200\n"
+                    "max_connections = %d\n"
+                    "shared_preload_libraries = 'zklock'\n"
                     "cluster_name = '%s'\n"
                     "include_if_exists = 'zklock_bench.conf'\n"
-                    % (self.port, self.dir, self.name))
+                    % (self.port, self.dir, CONF['backends'] + 100, self.name))
         self.write_zk_conf('')
         run(as_postgres([PGBIN / 'pg_ctl', '-D', self.data, '-l',
                          self.dir / 'server.log', '-w', '-s', 'start']))
@@ -282,13 +300,24 @@ class Node:
             self.started = False
 
     def use_zk(self, zk):
-        """Point zklock at zk; sessions opened from now on use it."""
+        """Point zklock at zk: the session worker opens a session there."""
         self.write_zk_conf("zklock.hosts = '%s'\nzklock.root = '%s'\n" % (zk.hosts, ZK_ROOT))
         run(as_postgres([PGBIN / 'pg_ctl', '-D', self.data, '-s', 'reload']))
-        deadline = time.time() + 10
-        while self.sql('SHOW zklock.hosts') != [[zk.hosts]]:
+        self.await_session(zk.hosts)
+
+    def await_session(self, hosts=None):
+        """Wait until the server takes zklock.hosts and its worker is connected."""
+        deadline = time.time() + 30
+        while True:
+            try:
+                ok = ((hosts is None or self.sql('SHOW zklock.hosts') == [[hosts]]) and
+                      self.sql('SELECT state FROM zk_session()') == [['connected']])
+            except RuntimeError:
+                ok = False      # restarting after a crash
+            if ok:
+                return
             if time.time() > deadline:
-                raise RuntimeError('%s did not take the new zklock.hosts' % self.name)
+                raise RuntimeError('%s has no ZooKeeper session on %s' % (self.name, hosts))
             time.sleep(0.05)
 
     def write_zk_conf(self, text):
@@ -687,7 +716,105 @@ def bench_first_use(t):
 
     xs = t.rounds(CONF['first_use_rounds'], ['first'], measure)['first']
     return {'first_' + k: median([x[i] for x in xs])
-            for i, k in enumerate(('load', 'connect', 'later'))}
+            for i, k in enumerate(('acquire', 'later'))}
+
+
+# ---- 7. one session per server ----
+
+def bench_sessions(t):
+    """CONF['backends'] backends of node_a hold a lock each (opened through
+    dblink, all asking at once): the ZooKeeper sessions that own their nodes,
+    node_a's connections to ZooKeeper, and the threads of each backend."""
+    n = CONF['backends']
+    node = t.nodes[0]
+    log('  one session per server: %d backends holding locks' % n)
+    s = node.session('bench_sessions')
+    conn = 'host=127.0.0.1 port=%d user=postgres dbname=postgres' % node.port
+    try:
+        s.query("""DO $$ BEGIN
+  FOR i IN 1..%d LOOP
+    PERFORM dblink_connect('c' || i, %s || ' application_name=bench_s' || i);
+    PERFORM dblink_send_query('c' || i, 'SELECT zk_lock_acquire(''bench-s-' || i || ''', 60000)');
+  END LOOP;
+END $$""" % (n, quote(conn)))
+        granted = int(s.value("""SELECT count(*) FILTER (WHERE r) FROM generate_series(1, %d) AS i,
+  LATERAL dblink_get_result('c' || i) AS t(r boolean)""" % n))
+        owners = t.zk.ephemeral_owners('/bench-s-')
+        sid = node.value('SELECT session_id FROM zk_session()').lower()
+        conns = 0
+        for port in t.zk.ports:
+            conns += sum(1 for line in t.zk.flw(port, 'cons').splitlines()
+                         if 'sid=%s' % sid in line.lower())
+        pids = [int(r[0]) for r in node.sql(
+            "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'bench\\_s%'")]
+        threads = max(len(os.listdir('/proc/%d/task' % p)) for p in pids)
+    finally:
+        s.query('SELECT dblink_disconnect(unnest(dblink_get_connections()))')
+        s.close()
+    return dict(sessions_granted=granted, sessions_owners=len(owners),
+                sessions_conns=conns, sessions_threads=threads)
+
+
+# ---- 8. aggregate throughput ----
+
+def bench_throughput(t):
+    """N backends over the two nodes, each cycling on a lock of its own, for
+    throughput_seconds; against zkbare with N threads on one session."""
+    out = {}
+    secs = CONF['throughput_seconds']
+    for n in CONF['throughput_clients']:
+        log('  aggregate throughput: %d clients' % n)
+        procs = [spawn([PGBIN / 'pgbench', '-n', '-f', BENCH / 'pgbench' / 'throughput.sql',
+                        '-T', str(int(secs)), '-c', str(n // 2), '-j', '4',
+                        '-h', '127.0.0.1', '-p', str(node.port), '-U', 'postgres', 'postgres'],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for node in t.nodes]
+        tps = 0.0
+        for p in procs:
+            o, e = p.communicate(timeout=secs + 120)
+            if p.returncode != 0:
+                raise RuntimeError('pgbench failed: %s' % e)
+            tps += float(re.search(r'tps = ([\d.]+) \(without initial connection time\)',
+                                   o).group(1))
+        bare = float(t.zkbare(t.zk, 'throughput', BARE_ROOT + '/tp', n, secs,
+                              timeout=secs + 120))
+        out['tp_zklock_%d' % n] = tps
+        out['tp_bare_%d' % n] = bare
+    return out
+
+
+# ---- 9. kill -9 of a holder ----
+
+def bench_kill9(t):
+    """A holder on node_a, a waiter on node_b; kill -9 of the holder's
+    backend (node_a restarts); seconds until the waiter is granted."""
+    node_a, node_b = t.nodes
+    xs = []
+    for r in range(CONF['kill9_rounds']):
+        holder = node_a.session('bench_kill9_holder')
+        holder.query("SELECT zk_lock_acquire('bench-kill9')")
+        pid = int(holder.value('SELECT pg_backend_pid()'))
+        waiter = spawn(node_b.psql_cmd('bench_kill9_waiter') + ['-c',
+                       "SELECT zk_lock_acquire('bench-kill9'), "
+                       "extract(epoch FROM clock_timestamp())"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 30
+        while node_b.sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                         "'bench_kill9_waiter' AND wait_event_type = 'Extension'") != [['1']]:
+            if time.time() > deadline:
+                raise RuntimeError('the kill -9 waiter did not queue')
+            time.sleep(0.02)
+        t0 = time.time()
+        os.kill(pid, signal.SIGKILL)
+        o, e = waiter.communicate(timeout=60)
+        xs.append(float(o.split('\t')[1]) - t0)
+        try:
+            holder.close()
+        except Exception:
+            pass
+        node_a.await_session()
+        node_b.sql("SELECT 1")
+    return {'kill9_s': median(xs)}
 
 
 # ---- 6. deadlock detection ----
@@ -835,9 +962,26 @@ def table_rows(res):
         row('    per lock (us)', lambda r, n=n: fmt(r['view_%d' % n] * 1000 / n, '.0f'))
 
     rows.append(('first use in a new backend (ms)', None))
-    row('  first zklock call (loads the library)', lambda r: fmt(r['first_load'], '.2f'))
-    row('  first acquire (opens the ZooKeeper session)', lambda r: fmt(r['first_connect'], '.2f'))
+    row('  first acquire (the server\'s session is open already)', lambda r: fmt(r['first_acquire'], '.2f'))
     row('  later acquire, same backend', lambda r: fmt(r['first_later'], '.2f'))
+    row('  first / later', lambda r: fmt(r['first_acquire'] / r['first_later'], '.2f') + 'x')
+
+    rows.append(('one ZooKeeper session per server: %s backends of node_a holding a lock each'
+                 % format(CONF['backends'], ','), None))
+    row('  granted', lambda r: '%d/%d' % (r['sessions_granted'], CONF['backends']))
+    row('  ZooKeeper sessions owning their nodes', lambda r: '%d' % r['sessions_owners'])
+    row('  connections of node_a to ZooKeeper', lambda r: '%d' % r['sessions_conns'])
+    row('  threads per backend (most)', lambda r: '%d' % r['sessions_threads'])
+
+    rows.append(('aggregate throughput, N backends over 2 nodes, a lock each (cycles/s)', None))
+    for n in CONF['throughput_clients']:
+        row('  N=%-3d zklock' % n, lambda r, n=n: fmt(r['tp_zklock_%d' % n], '.0f'))
+        row('        bare C, N threads on one session', lambda r, n=n: fmt(r['tp_bare_%d' % n], '.0f'))
+        row('        time ratio zklock / bare', lambda r, n=n: fmt(
+            r['tp_bare_%d' % n] / r['tp_zklock_%d' % n], '.2f') + 'x')
+
+    rows.append(('kill -9 of a holder on node_a (the server restarts)', None))
+    row('  until the waiter on node_b is granted (s, median)', lambda r: fmt(r['kill9_s'], '.2f'))
     return cols, rows
 
 
@@ -1005,6 +1149,9 @@ def main():
             r.update(bench_waiters(t))
             r.update(bench_deadlock(t))
             r.update(bench_cluster_view(t))
+            r.update(bench_sessions(t))
+            r.update(bench_throughput(t))
+            r.update(bench_kill9(t))
             # Last: it leaves thousands of lock parents behind.
             r.update(bench_many(t))
             failures += t.failures

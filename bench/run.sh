@@ -17,8 +17,9 @@ bench=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$bench/../test/setup.sh"
 
 if [ "${BENCH_NO_SETUP:-}" != 1 ]; then
-	# pgbench is part of postgresql-15; the compiler of build-essential and
-	# the client headers of libzookeeper-mt-dev build zkbare.
+	# pgbench is part of postgresql-15; the compiler of build-essential, the
+	# client headers (libzookeeper-st-dev; the same for both flavours) and
+	# the multi-threaded client library (libzookeeper-mt2) build zkbare.
 	zklock_setup
 	# The driver's own needs.
 	zklock_packages=(python3)
@@ -51,6 +52,6 @@ cleanup()
 trap cleanup EXIT
 
 cc -O2 -Wall -Wextra -Werror -DTHREADED -o "$work/zkbare" "$bench/zkbare.c" \
-	-lzookeeper_mt -lpthread
+	-l:libzookeeper_mt.so.2 -lpthread
 
 /usr/bin/python3 "$bench/bench.py" --work "$work" --zkbare "$work/zkbare"

@@ -3,7 +3,8 @@
  *	  The ZooKeeper lock recipe done by a bare C client, as the yardstick for
  *	  zklock's benchmark (bench/run.sh).
  *
- * Same client library as zklock (libzookeeper_mt), but synchronous calls and
+ * The same ZooKeeper C client as zklock's session worker, in its
+ * multi-threaded flavour (libzookeeper_mt), with synchronous calls and
  * nothing around them: create an EPHEMERAL_SEQUENTIAL "_c_<uuid>-lock-"
  * child, list the children, watch the next lower child with a get-data watch
  * if there is one, and delete the child to release.  Every round trip is
@@ -25,6 +26,10 @@
  *		 so that the server does not remove them as empty containers
  *	 zkbare HOSTS queue PARENT
  *		 prints "<child> <ephemeral owner>" for each child of PARENT
+ *	 zkbare HOSTS throughput PREFIX THREADS SECONDS
+ *		 THREADS threads sharing one session, each cycling on a lock of its
+ *		 own (PREFIX1 .. PREFIXn) for SECONDS; prints the cycles per second
+ *		 of all of them together
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -518,6 +523,89 @@ cmd_queue(const char *hosts, const char *parent)
 	return 0;
 }
 
+/* A throughput thread: its own lock, the shared session. */
+typedef struct Cycler
+{
+	pthread_t	thread;
+	Client		client;			/* a copy sharing the session's handle */
+	char		parent[PATH_MAX_LEN];
+	pthread_barrier_t *ready;
+	const struct timespec *end;
+	long		cycles;
+} Cycler;
+
+static void *
+cycler_main(void *arg)
+{
+	Cycler	   *w = (Cycler *) arg;
+	char		node[PATH_MAX_LEN];
+	struct timespec now;
+
+	pthread_barrier_wait(w->ready);
+	for (;;)
+	{
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (!before(&now, w->end))
+			break;
+		acquire(&w->client, w->parent, node);
+		release(&w->client, node);
+		w->cycles++;
+	}
+	return NULL;
+}
+
+static int
+cmd_throughput(const char *hosts, const char *prefix, int threads, double seconds)
+{
+	Client		c;
+	Cycler	   *w = calloc(threads, sizeof(Cycler));
+	pthread_barrier_t ready;
+	struct timespec end;
+	long		total = 0;
+
+	if (w == NULL)
+	{
+		fprintf(stderr, "zkbare: out of memory\n");
+		return 1;
+	}
+	client_open(&c, hosts);
+	pthread_barrier_init(&ready, NULL, threads + 1);
+	for (int i = 0; i < threads; i++)
+	{
+		w[i].client = c;
+		w[i].client.rng = c.rng + 2 * (uint64_t) i + 2;
+		pthread_mutex_init(&w[i].client.mutex, NULL);
+		pthread_cond_init(&w[i].client.cond, NULL);
+		snprintf(w[i].parent, sizeof(w[i].parent), "%s%d", prefix, i + 1);
+		make_path(&c, w[i].parent);
+		w[i].ready = &ready;
+		w[i].end = &end;
+		if (pthread_create(&w[i].thread, NULL, cycler_main, &w[i]) != 0)
+		{
+			fprintf(stderr, "zkbare: could not start a thread\n");
+			return 1;
+		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += (time_t) seconds;
+	end.tv_nsec += (long) ((seconds - (time_t) seconds) * 1e9);
+	if (end.tv_nsec >= 1000000000)
+	{
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000;
+	}
+	pthread_barrier_wait(&ready);
+	for (int i = 0; i < threads; i++)
+	{
+		pthread_join(w[i].thread, NULL);
+		total += w[i].cycles;
+	}
+	printf("%.1f\n", total / seconds);
+	client_close(&c);
+	free(w);
+	return 0;
+}
+
 static int
 usage(void)
 {
@@ -526,7 +614,8 @@ usage(void)
 			"       zkbare HOSTS cycle PARENT N\n"
 			"       zkbare HOSTS handoff PARENT CLIENTS SECONDS\n"
 			"       zkbare HOSTS pin PREFIX N\n"
-			"       zkbare HOSTS queue PARENT\n");
+			"       zkbare HOSTS queue PARENT\n"
+			"       zkbare HOSTS throughput PREFIX THREADS SECONDS\n");
 	return 2;
 }
 
@@ -559,5 +648,7 @@ main(int argc, char **argv)
 		return cmd_pin(hosts, argv[3], atoi(argv[4]));
 	if (strcmp(cmd, "queue") == 0 && argc == 4)
 		return cmd_queue(hosts, argv[3]);
+	if (strcmp(cmd, "throughput") == 0 && argc == 6)
+		return cmd_throughput(hosts, argv[3], atoi(argv[4]), atof(argv[5]));
 	return usage();
 }

@@ -89,6 +89,7 @@ cluster_name = '$node'
 listen_addresses = '127.0.0.1'
 port = ${port[$node]}
 unix_socket_directories = '$dir'
+shared_preload_libraries = 'zklock'
 zklock.hosts = '$hosts'
 zklock.session_timeout = 5000
 CONF

@@ -21,3 +21,11 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE CALLED ON NULL INPUT;
 
 COMMENT ON FUNCTION zk_lock_queue(text) IS
 'the queue of a lock (NULL: of every lock below zklock.root) as stored in ZooKeeper; info is the JSON document a node carries, NULL if it is not one';
+
+-- 1.3 holds one ZooKeeper session per PostgreSQL server, in the session
+-- worker (zklock must be in shared_preload_libraries).
+COMMENT ON FUNCTION zk_session() IS
+'this server''s ZooKeeper session, held by the zklock session worker for all backends: state (none, connecting, connected, suspended, lost), id, negotiated timeout, server, milliseconds since last contact, and the locks this backend holds in it';
+
+COMMENT ON VIEW zk_session_stats IS
+'this server''s ZooKeeper sessions (one at a time, held by the session worker) and the requests of all its backends';

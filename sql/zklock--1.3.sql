@@ -218,7 +218,7 @@ AS 'MODULE_PATHNAME', 'zk_session'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION zk_session() IS
-'this backend''s ZooKeeper session: state (none, connecting, connected, suspended, lost), id, negotiated timeout, server, milliseconds since last contact, locks held';
+'this server''s ZooKeeper session, held by the zklock session worker for all backends: state (none, connecting, connected, suspended, lost), id, negotiated timeout, server, milliseconds since last contact, and the locks this backend holds in it';
 
 -- Server-wide statistics.
 -- Need zklock in shared_preload_libraries; they raise an error otherwise.
@@ -275,7 +275,7 @@ LANGUAGE C VOLATILE PARALLEL SAFE;
 CREATE VIEW zk_session_stats AS SELECT * FROM zk_session_stats();
 
 COMMENT ON VIEW zk_session_stats IS
-'ZooKeeper sessions and requests of all backends of this server';
+'this server''s ZooKeeper sessions (one at a time, held by the session worker) and the requests of all its backends';
 
 -- Functions are executable by PUBLIC by default, views are not readable:
 -- the views go to the same roles as the functions behind them (a view's

@@ -82,6 +82,19 @@ zklock_wait_event(void)
 #define ZKLOCK_WAIT_EVENT() PG_WAIT_EXTENSION
 #endif
 
+/*
+ * A tranche of LWLocks made at run time: 19 takes its name when it is made,
+ * for every process; before, each process registers the name.
+ */
+#include "storage/lwlock.h"
+#if PG_VERSION_NUM >= 190000
+#define zk_new_tranche(name) LWLockNewTrancheId(name)
+#define zk_register_tranche(id, name) ((void) 0)
+#else
+#define zk_new_tranche(name) LWLockNewTrancheId()
+#define zk_register_tranche(id, name) LWLockRegisterTranche(id, name)
+#endif
+
 /* This process's number among the PGPROCs: 17 named it. */
 #include "storage/proc.h"
 #if PG_VERSION_NUM >= 170000

@@ -22,6 +22,9 @@
 /* A generation this backend judged lost, until the worker replaces it. */
 static uint64 written_off = 0;
 
+/* The session the running zklock call began in (zk_session_require). */
+static uint64 call_generation = 0;
+
 /* Attempt tags: the backend's owner part, then a counter. */
 static uint64 tag_counter;
 
@@ -79,7 +82,12 @@ zk_session_is_current(uint64 gen)
 void
 zk_session_check_alive(const char *what)
 {
-	if (zk_session_status() == ZK_SESSION_LOST)
+	ZkSessionSnapshot snap;
+
+	/* Lost, or lost and replaced by the worker already. */
+	bridge_session_snapshot(&snap);
+	if (zk_session_status() == ZK_SESSION_LOST ||
+		(call_generation != 0 && snap.generation != call_generation))
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("ZooKeeper session was lost while %s", what),
@@ -224,6 +232,7 @@ zk_session_require(void)
 	bridge_attach();
 	zk_session_close_if_lost();
 	wait_connected(deadline);
+	call_generation = zk_session_generation();
 }
 
 /*

@@ -18,6 +18,7 @@
 #include "storage/shmem.h"
 #include "utils/memutils.h"
 
+#include "compat.h"
 #include "zk_shared.h"
 
 /* The area's part in the main shared memory: small replies never leave it. */
@@ -76,7 +77,7 @@ zk_shmem_startup(void)
 		for (int i = 0; i < zk_shared->nslots; i++)
 			for (int c = 0; c < BRIDGE_NCOUNTERS; c++)
 				pg_atomic_init_u64(&zk_shared->slots[i].counts[c], 0);
-		zk_shared->dsa_tranche = LWLockNewTrancheId();
+		zk_shared->dsa_tranche = zk_new_tranche("zklock_requests");
 		area = dsa_create_in_place(area_place, ZK_AREA_IN_PLACE,
 								   zk_shared->dsa_tranche, NULL);
 		/* It lives as long as the shared memory, whoever attaches. */
@@ -112,7 +113,7 @@ zk_shared_attach(void)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("zklock must be loaded via shared_preload_libraries"),
 				 errhint("Add zklock to shared_preload_libraries and restart the server.")));
-	LWLockRegisterTranche(zk_shared->dsa_tranche, "zklock_requests");
+	zk_register_tranche(zk_shared->dsa_tranche, "zklock_requests");
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	zk_area = dsa_attach_in_place(area_place, NULL);
 	MemoryContextSwitchTo(old);

@@ -108,6 +108,7 @@ typedef struct WorkerSlot
 	dlist_head	owned;
 	dlist_head	uncertain;
 	dlist_head	watches;
+	bool		exit_seen;		/* its backend is exiting, not told yet */
 } WorkerSlot;
 
 typedef enum CallKind
@@ -1162,7 +1163,8 @@ check_slots(void)
 		WorkerSlot *ws = &wslots[i];
 		ZkSlot	   *s = shared_slot(i);
 		bool		busy = !dlist_is_empty(&ws->owned) ||
-			!dlist_is_empty(&ws->uncertain) || !dlist_is_empty(&ws->watches);
+			!dlist_is_empty(&ws->uncertain) || !dlist_is_empty(&ws->watches) ||
+			ws->exit_seen;
 		pid_t		pid;
 		uint32		incarnation;
 		uint32		keep;
@@ -1178,6 +1180,7 @@ check_slots(void)
 		exiting = pid != 0 && s->exiting && !s->cleaned;
 		pending = s->deletes_pending > 0;
 		SpinLockRelease(&zk_shared->mutex);
+		ws->exit_seen = exiting;
 
 		/* The backend whose entries stay: the slot's, alive, not exiting. */
 		keep = (pid != 0 && !exiting) ? incarnation : 0;
@@ -1196,6 +1199,7 @@ check_slots(void)
 				latch = slot_latch(i, incarnation);
 			}
 			SpinLockRelease(&zk_shared->mutex);
+			ws->exit_seen = false;
 			zk_wake(latch);
 		}
 	}

@@ -93,7 +93,7 @@ for v in $majors; do
 done
 
 echo "== installing ${debs[*]}"
-# apt-get, not dpkg -i, so that the dependencies (libzookeeper-mt2, the
+# apt-get, not dpkg -i, so that the dependencies (libzookeeper-st2, the
 # server) are resolved; --reinstall, so that a rebuilt package of the same
 # version replaces the installed one.
 DEBIAN_FRONTEND=noninteractive apt-get install -y -q --reinstall --no-install-recommends "${debs[@]}" >"$work/install.log" 2>&1 ||
@@ -135,7 +135,7 @@ for v in $majors; do
 	done
 	# The module finds the ZooKeeper client it was linked with.
 	libs=$(ldd "$pkglibdir/zklock.so")
-	if grep -q 'not found' <<<"$libs" || ! grep -q 'libzookeeper_mt\.so\.[0-9]* => /' <<<"$libs"; then
+	if grep -q 'not found' <<<"$libs" || ! grep -q 'libzookeeper_st\.so\.[0-9]* => /' <<<"$libs"; then
 		echo "$pkglibdir/zklock.so: unresolved libraries:" >&2
 		echo "$libs" >&2
 		exit 1

@@ -15,19 +15,18 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
 # What runs where: major, where (native, or the chroot of test/majors.sh),
-# suites.  The TAP suite runs on 15 and on the newest stable major; on 15
-# also the thread-heaviest TAP tests under Helgrind (test/helgrind/run.sh).
+# suites.  The TAP suite runs on 15 and on the newest stable major.
 matrix=(
-	"15 native       pg_regress isolation TAP helgrind package"
+	"15 native       pg_regress isolation TAP package"
 	"17 trixie       pg_regress isolation package"
 	"18 sid          pg_regress isolation TAP package"
 	"19 experimental pg_regress isolation TAP package"
 )
-# Majors whose TAP run is only these scripts: 19 has one code path of its
-# own at run time, the statistics' shared memory, which only a TAP test (with
-# zklock preloaded) reaches.
+# Majors whose TAP run is only these scripts: on 19, what has code paths of
+# its own there at run time (shared memory, the session worker and its
+# dynamic area, the LWLock tranche) and the crash restart.
 declare -A tap_subset=(
-	[19]="test/tap/007_stats.pl"
+	[19]="test/tap/003_kill9.pl test/tap/007_stats.pl test/tap/039_server_session.pl"
 )
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -122,17 +121,16 @@ selected_suites()
 {
 	local s selected=""
 	for s in "$@"; do
-		case " ${ZKLOCK_SUITES:-pg_regress isolation TAP helgrind package} " in
+		case " ${ZKLOCK_SUITES:-pg_regress isolation TAP package} " in
 			*" $s "*) selected+="$s " ;;
 		esac
 	done
 	echo "$selected"
 }
 
-# The chroots are made (or brought up to date) in the background while the
-# host runs what no timing depends on, its Helgrind suite: making them takes
-# minutes of downloads and package scripts that would otherwise add to the
-# run, and would slow down the timed tests if they ran alongside.
+# The chroots are made (or brought up to date) once the native major is
+# done, not alongside it: making them takes minutes of downloads and package
+# scripts that would slow down its timed tests.
 prepare_pid=""
 prepare_chroots()
 {
@@ -149,24 +147,14 @@ prepare_chroots()
 
 declare -A major_time=()
 run_start=$SECONDS
-deferred=()
 for entry in "${matrix[@]}"; do
 	read -r major where suites <<<"$entry"
 	wanted_major "$major" || continue
 	selected=$(selected_suites $suites)
-	if [ "$where" = native ] && [[ " $selected " == *" helgrind "* ]]; then
-		deferred=("$major" "$where")
-		selected=${selected/helgrind /}
-	fi
 	if [ "$where" != native ] && [ -z "$prepare_pid" ]; then
-		# The native major is done: make the chroots while Helgrind runs.
-		echo "== making the chroots in the background ($work/prepare.log)"
+		echo "== making the chroots ($work/prepare.log)"
 		prepare_chroots >"$work/prepare.log" 2>&1 &
 		prepare_pid=$!
-		if [ ${#deferred[@]} -gt 0 ]; then
-			run_major "${deferred[0]}" "${deferred[1]}" helgrind
-			deferred=()
-		fi
 		wait "$prepare_pid" || true
 		cat "$work/prepare.log"
 	fi
@@ -174,9 +162,6 @@ for entry in "${matrix[@]}"; do
 		run_major "$major" "$where" "$selected"
 	fi
 done
-if [ ${#deferred[@]} -gt 0 ]; then
-	run_major "${deferred[0]}" "${deferred[1]}" helgrind
-fi
 
 mmss()
 {

@@ -8,7 +8,7 @@
 #
 # HOSTS is the connection string of the ZooKeeper for pg_regress and the
 # isolation specs (the TAP tests start their own).  $ZKLOCK_SUITES picks
-# suites (default "pg_regress isolation TAP helgrind package"), $ZKLOCK_TAP_TESTS TAP
+# suites (default "pg_regress isolation TAP package"), $ZKLOCK_TAP_TESTS TAP
 # scripts (default all of test/tap).  One line per part is
 # appended to $ZKLOCK_RESULTS: major, where, part, result, counts, seconds,
 # tab-separated.  Exits non-zero if any part failed.
@@ -59,7 +59,7 @@ as_postgres()
 
 wanted()
 {
-	case " ${ZKLOCK_SUITES:-pg_regress isolation TAP helgrind package} " in
+	case " ${ZKLOCK_SUITES:-pg_regress isolation TAP package} " in
 		*" $1 "*) return 0 ;;
 		*) return 1 ;;
 	esac
@@ -127,7 +127,7 @@ suite()
 # Build with -Werror and install, as root (the install).
 start=$SECONDS
 echo "== building and installing zklock for PostgreSQL $major ($where)"
-zk_client=$(dpkg-query -W -f='${Version}' libzookeeper-mt2 2>/dev/null || echo unknown)
+zk_client=$(dpkg-query -W -f='${Version}' libzookeeper-st2 2>/dev/null || echo unknown)
 pg_full=$("$pg_config" --version | sed 's/^PostgreSQL //')
 if as_postgres make -C "$tree" -s PG_CONFIG="$pg_config" clean &&
 	as_postgres make -C "$tree" -s PG_CONFIG="$pg_config" WERROR=1 &&
@@ -149,24 +149,6 @@ if wanted TAP; then
 	# $ZKLOCK_TAP_TESTS: only these scripts (test/run-all.sh says which).
 	suite TAP tap installcheck REGRESS= ISOLATION= PROVE_FLAGS="--timer" \
 		${ZKLOCK_TAP_TESTS:+"PROVE_TESTS=$ZKLOCK_TAP_TESTS"}
-fi
-
-# The client's threads under Helgrind, in the TAP tests that work them
-# hardest: connections cut under waiters (lost replies, reconnects), and a
-# host that does not resolve while sessions come and go.  Only Helgrind's
-# reports count here (the backends run far slower, so the tests' own timing
-# assertions may fail); `bash test/helgrind/run.sh` alone runs the whole
-# fault suite.
-if wanted helgrind; then
-	start=$SECONDS
-	log=$work/helgrind.log
-	echo "== helgrind (PostgreSQL $major, $where)"
-	status=ok
-	bash "$ZKLOCK_SRC/test/helgrind/run.sh" \
-		${ZKLOCK_HELGRIND_TESTS:-test/tap/013_lost_replies.pl test/tap/019_dns_threads.pl} 2>&1 | tee "$log" ||
-		status=FAILED
-	watched=$(sed -n 's/^== Helgrind watched \([0-9]*\) server processes/\1/p' "$log")
-	record helgrind "$status" "${watched:-0} server processes watched" $((SECONDS - start))
 fi
 
 # The Debian package: built, installed over what `make install` put there,

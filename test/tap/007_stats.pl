@@ -130,19 +130,19 @@ is(stats($node_b, 'acquisitions', 'stats'), $workers * $loops,
 # 4. The ZooKeeper client's own log, at the level zklock.log_level sets in
 # the configuration (the session worker's client logs).
 my $log_offset = -s $node_b->logfile;
-$node_b->append_conf('postgresql.conf', "zklock.log_level = info\n");
+$node_b->append_conf('postgresql.conf', "zklock.log_level = debug\n");
 $node_b->reload;
-$node_b->poll_query_until('postgres', q{SELECT current_setting('zklock.log_level') = 'info'});
+$node_b->poll_query_until('postgres', q{SELECT current_setting('zklock.log_level') = 'debug'});
 my $logged = 0;
 for (1 .. 50)
 {
 	$node_b->safe_psql('postgres',
 		q{SELECT zk_lock_try_acquire('logged') AND zk_lock_release('logged')});
-	$logged = slurp_file($node_b->logfile, $log_offset) =~ /LOG:  zklock: .*ZOO_INFO\@/;
+	$logged = slurp_file($node_b->logfile, $log_offset) =~ /LOG:  zklock: .*ZOO_DEBUG\@/;
 	last if $logged;
 	sleep_for(0.1);
 }
-ok($logged, 'with log_level = info the client\'s INFO messages reach the server log');
+ok($logged, 'with log_level = debug the client\'s DEBUG messages reach the server log');
 $node_b->append_conf('postgresql.conf', "zklock.log_level = warn\n");
 $node_b->reload;
 $node_b->poll_query_until('postgres', q{SELECT current_setting('zklock.log_level') = 'warn'});
@@ -150,7 +150,7 @@ sleep_for(0.5);
 $log_offset = -s $node_b->logfile;
 $node_b->safe_psql('postgres',
 	q{SELECT zk_lock_try_acquire('quiet') AND zk_lock_release('quiet')});
-unlike(slurp_file($node_b->logfile, $log_offset), qr/ZOO_INFO\@/,
+unlike(slurp_file($node_b->logfile, $log_offset), qr/ZOO_(INFO|DEBUG)\@/,
 	'with the default (warn) they do not');
 
 finish_checks($zk, [ $node_a, $node_b ]);

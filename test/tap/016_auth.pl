@@ -88,12 +88,16 @@ $holder->quit;
 $other->quit;
 $_->stop for $node_a, $node_b;
 
-# Never in the server log, except where the test itself typed it into SQL.
+# Never in a message of zklock's.  PostgreSQL itself reports every setting
+# a reload changes, with its value ("parameter ... changed to"), which the
+# README warns about; node_a, configured before its start, shows none.
 for my $node ($node_a, $node_b)
 {
-	my @leaks = grep { /s3cret/ && !/statement: / } split /\n/, slurp_file($node->logfile);
-	is_deeply(\@leaks, [], $node->name . ': the password appears in no log message');
+	my @leaks = grep { /s3cret/ && !/statement: / && !/LOG:  parameter "zklock.auth" changed to/ }
+	  split /\n/, slurp_file($node->logfile);
+	is_deeply(\@leaks, [], $node->name . ': the password appears in no message of zklock\'s');
 }
+unlike(slurp_file($node_a->logfile), qr/s3cret/, 'node_a\'s log does not show it at all');
 tree_empty_ok($zk, 'no lock node left once the nodes are stopped');
 $zk->stop;
 done_testing();

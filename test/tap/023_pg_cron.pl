@@ -26,7 +26,7 @@ use ZklockTest;
 
 my $zk = start_zk();
 my %cron = (
-	shared_preload_libraries => 'pg_cron',
+	shared_preload_libraries => 'pg_cron,zklock',
 	'cron.database_name' => 'postgres');
 my $node_a = zk_node('node_a', $zk, %cron, 'cron.use_background_workers' => 'on');
 my $node_b = PostgreSQL::Test::Cluster->new('node_b');
