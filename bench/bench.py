@@ -728,17 +728,24 @@ def bench_sessions(t):
     n = CONF['backends']
     node = t.nodes[0]
     log('  one session per server: %d backends holding locks' % n)
-    s = node.session('bench_sessions')
+    # A backend may hold only so many connections of its own (a third of its
+    # file descriptors): coordinators of a hundred each.
+    per = 100
+    coords = [node.session('bench_sessions') for _ in range(0, n, per)]
     conn = 'host=127.0.0.1 port=%d user=postgres dbname=postgres' % node.port
     try:
-        s.query("""DO $$ BEGIN
-  FOR i IN 1..%d LOOP
+        for k, s in enumerate(coords):
+            s.query("""DO $$ BEGIN
+  FOR i IN %d..%d LOOP
     PERFORM dblink_connect('c' || i, %s || ' application_name=bench_s' || i);
     PERFORM dblink_send_query('c' || i, 'SELECT zk_lock_acquire(''bench-s-' || i || ''', 60000)');
   END LOOP;
-END $$""" % (n, quote(conn)))
-        granted = int(s.value("""SELECT count(*) FILTER (WHERE r) FROM generate_series(1, %d) AS i,
-  LATERAL dblink_get_result('c' || i) AS t(r boolean)""" % n))
+END $$""" % (k * per + 1, min(n, (k + 1) * per), quote(conn)))
+        granted = 0
+        for k, s in enumerate(coords):
+            granted += int(s.value("""SELECT count(*) FILTER (WHERE r)
+  FROM generate_series(%d, %d) AS i,
+  LATERAL dblink_get_result('c' || i) AS t(r boolean)""" % (k * per + 1, min(n, (k + 1) * per))))
         owners = t.zk.ephemeral_owners('/bench-s-')
         sid = node.value('SELECT session_id FROM zk_session()').lower()
         conns = 0
@@ -749,8 +756,8 @@ END $$""" % (n, quote(conn)))
             "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'bench\\_s%'")]
         threads = max(len(os.listdir('/proc/%d/task' % p)) for p in pids)
     finally:
-        s.query('SELECT dblink_disconnect(unnest(dblink_get_connections()))')
-        s.close()
+        for s in coords:
+            s.close()
     return dict(sessions_granted=granted, sessions_owners=len(owners),
                 sessions_conns=conns, sessions_threads=threads)
 
@@ -1040,8 +1047,8 @@ def machine_facts(node, zks):
             "SELECT extversion FROM pg_extension WHERE extname = 'zklock'"), zklock)),
         ('ZooKeeper server', '%s (Debian zookeeper %s), fsync on'
          % (zks[0].version, package('zookeeper'))),
-        ('ZooKeeper C client', '%s (libzookeeper-mt2 %s)'
-         % (m.group(1) if m else '?', package('libzookeeper-mt2'))),
+        ('ZooKeeper C client', '%s (zklock: libzookeeper-st2 %s; zkbare: libzookeeper-mt2 %s)'
+         % (m.group(1) if m else '?', package('libzookeeper-st2'), package('libzookeeper-mt2'))),
     ]
 
 

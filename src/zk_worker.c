@@ -407,27 +407,35 @@ tagged_done(int rc, const struct String_vector *strings, const void *data)
 	call_free(call);
 }
 
-/* Delete a node for a backend, counted in its pending deletes. */
+/* A cleanup for a backend, counted in its pending deletes, sent. */
 static void
-cleanup_delete(int slot, uint32 incarnation, const char *path)
+cleanup_call(CallKind kind, int slot, uint32 incarnation, const char *path,
+			 const char *tag)
 {
-	Call	   *call = call_new(CALL_DELETE);
-	OwnedNode  *node = find_owned(&wslots[slot], incarnation, path);
-
-	if (node != NULL)
-		node->deleting = true;
+	Call	   *call = call_new(kind);
 
 	call->slot = slot;
 	call->incarnation = incarnation;
 	call->path = MemoryContextStrdup(TopMemoryContext, path);
-	call->counted = true;
+	if (tag != NULL)
+		call->tag = MemoryContextStrdup(TopMemoryContext, tag);
 	SpinLockAcquire(&zk_shared->mutex);
-	if (shared_slot(slot)->incarnation == incarnation)
+	call->counted = shared_slot(slot)->incarnation == incarnation;
+	if (call->counted)
 		shared_slot(slot)->deletes_pending++;
-	else
-		call->counted = false;
 	SpinLockRelease(&zk_shared->mutex);
 	issue_call(call, NULL);
+}
+
+/* Delete a node of a backend's. */
+static void
+cleanup_delete(int slot, uint32 incarnation, const char *path)
+{
+	OwnedNode  *node = find_owned(&wslots[slot], incarnation, path);
+
+	if (node != NULL)
+		node->deleting = true;
+	cleanup_call(CALL_DELETE, slot, incarnation, path, NULL);
 }
 
 /* Delete a backend's child of parent that carries tag, if there is one. */
@@ -435,20 +443,7 @@ static void
 cleanup_delete_tagged(int slot, uint32 incarnation, const char *parent,
 					  const char *tag)
 {
-	Call	   *call = call_new(CALL_DELETE_TAGGED);
-
-	call->slot = slot;
-	call->incarnation = incarnation;
-	call->path = MemoryContextStrdup(TopMemoryContext, parent);
-	call->tag = MemoryContextStrdup(TopMemoryContext, tag);
-	call->counted = true;
-	SpinLockAcquire(&zk_shared->mutex);
-	if (shared_slot(slot)->incarnation == incarnation)
-		shared_slot(slot)->deletes_pending++;
-	else
-		call->counted = false;
-	SpinLockRelease(&zk_shared->mutex);
-	issue_call(call, NULL);
+	cleanup_call(CALL_DELETE_TAGGED, slot, incarnation, parent, tag);
 }
 
 /* ---- watches ---- */

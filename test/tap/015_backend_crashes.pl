@@ -34,34 +34,29 @@ sub backend_pid
 		"SELECT pid FROM pg_stat_activity WHERE application_name = '$appname'");
 }
 
-# After a crash restart, the waiter's lock comes once node's new worker is
-# up: well before the session timeout.
-sub granted_at_once_ok
+# The waiter's lock comes after a crash restart once the node's new worker
+# is up: well before the session timeout (at_once); else between 2/3 of the
+# session timeout after the death (the server may have last heard from the
+# dead one a third of it earlier) and the timeout plus a margin.
+sub granted_ok
 {
-	my ($waiter, $t_death, $what) = @_;
+	my ($waiter, $t_death, $what, $at_once) = @_;
 	wait_marker($waiter, 'waiter-done');
 	my $elapsed = elapsed_since($t_death);
 	is($waiter->{stderr}, '', "$what: the waiter got the lock") or diag $waiter->{stderr};
-	cmp_ok($elapsed, '<', $timeout_s / 2,
-		sprintf("$what: %.2f s after the death, well before the session timeout of %.0f s",
-			$elapsed, $timeout_s));
-	note sprintf('%s: lock free again %.2f s after the death', $what, $elapsed);
-	return;
-}
-
-# The waiter's lock comes between 2/3 of the session timeout after the death
-# (the server may have last heard from the dead one a third of it earlier)
-# and the timeout plus a margin.
-sub granted_after_expiry_ok
-{
-	my ($waiter, $t_death, $what) = @_;
-	wait_marker($waiter, 'waiter-done');
-	my $elapsed = elapsed_since($t_death);
-	is($waiter->{stderr}, '', "$what: the waiter got the lock") or diag $waiter->{stderr};
-	cmp_ok($elapsed, '>', $timeout_s * 2 / 3 - 0.5,
-		sprintf("$what: not before the dead session expired (%.2f s)", $elapsed));
-	cmp_ok($elapsed, '<', $timeout_s + 3,
-		sprintf("$what: within the session timeout of %.1f s and a margin", $timeout_s));
+	if ($at_once)
+	{
+		cmp_ok($elapsed, '<', $timeout_s / 2,
+			sprintf("$what: %.2f s after the death, well before the session timeout of %.0f s",
+				$elapsed, $timeout_s));
+	}
+	else
+	{
+		cmp_ok($elapsed, '>', $timeout_s * 2 / 3 - 0.5,
+			sprintf("$what: not before the dead session expired (%.2f s)", $elapsed));
+		cmp_ok($elapsed, '<', $timeout_s + 3,
+			sprintf("$what: within the session timeout of %.1f s and a margin", $timeout_s));
+	}
 	note sprintf('%s: lock free again %.2f s after the death', $what, $elapsed);
 	return;
 }
@@ -89,7 +84,7 @@ sub node_back_ok
 	my $t_death = time;
 	kill 'KILL', backend_pid($node_b, 'doomed1');
 	$holder->query_safe(q{SELECT zk_lock_release('crash1')});
-	granted_at_once_ok($waiter, $t_death, 'waiter killed');
+	granted_ok($waiter, $t_death, 'waiter killed', 1);
 	$holder->quit;
 	$waiter->quit;
 	eval { $doomed->quit };
@@ -105,7 +100,7 @@ sub node_back_ok
 	ok(wait_for_wait_event($node_b, 'waiter2'), 'a waiter on node_b queued');
 	my $t_death = time;
 	kill 'KILL', backend_pid($node_a, 'holder2');
-	granted_at_once_ok($waiter, $t_death, 'holder killed');
+	granted_ok($waiter, $t_death, 'holder killed', 1);
 	$waiter->quit;
 	eval { $holder->quit };
 	node_back_ok($node_a);
@@ -121,7 +116,7 @@ sub node_back_ok
 	ok(wait_for_wait_event($node_b, 'waiter3'), 'a waiter on node_b queued');
 	my $t_death = time;
 	$node_a->stop('immediate');
-	granted_after_expiry_ok($waiter, $t_death, 'immediate shutdown');
+	granted_ok($waiter, $t_death, 'immediate shutdown', 0);
 	$waiter->quit;
 	eval { $holder->quit };
 	$node_a->start;

@@ -23,21 +23,20 @@ use ZklockTest;
 my $zk = start_zk(max_client_cnxns => 2);
 my $hosts = $zk->hosts;
 
-# Two Kazoo clients that keep their sessions until their stdin closes.
+# Two Kazoo clients that keep their connections until they are killed.
 my $hog_code = <<'PY';
-import sys
+import sys, time
 from kazoo.client import KazooClient
 clients = [KazooClient(hosts=sys.argv[1]) for _ in range(2)]
 for c in clients:
     c.start(timeout=10)
 print('ready', flush=True)
-sys.stdin.read()
-for c in clients:
-    c.stop()
+while True:
+    time.sleep(60)
 PY
-my ($hog_in, $hog_out) = ('', '');
+my $hog_out = '';
 my $hog = IPC::Run::start([ 'python3', '-c', $hog_code, $hosts ],
-	'<', \$hog_in, '>', \$hog_out, '2>', \my $hog_err);
+	'<', \undef, '>', \$hog_out, '2>', \my $hog_err);
 $hog->pump until $hog_out =~ /ready/ || !$hog->pumpable;
 like($hog_out, qr/ready/, 'two other clients hold both places');
 
@@ -64,8 +63,7 @@ is($s->query_safe(q{SELECT sqlstate_of($$SELECT zk_lock_try_acquire('late')$$)})
 	'SQLSTATE 08001');
 
 # A place frees up.
-$hog_in = "done\n";
-$hog->finish;
+$hog->kill_kill;
 ok(defined wait_worker_session($node), 'once the other clients leave, the worker gets its session');
 is($s->query_safe(q{SELECT zk_lock_try_acquire('late') AND zk_lock_release('late')}), 't',
 	'and the same backend locks');

@@ -1,17 +1,20 @@
 
 # A holder that stops dead (SIGSTOP: what a VM stall, a swap storm or a
 # debugger does) for longer than the session timeout, while its transaction
-# holds a lock and has written: the server expires its session and the other
-# node gets the lock.  The COMMIT that arrives meanwhile runs the moment the
-# holder resumes, when the client still believes it is connected: the commit
-# guard must not trust that belief.  It wants a server reply younger than
-# two thirds of the session timeout, else makes one round trip, and so the
-# COMMIT fails with 40001 and the work rolls back.  Three ways: a backend
-# holding a transaction lock; a backend holding a session lock while a batch
-# transaction runs; the whole PostgreSQL server stopped, every process.  (In
-# these the client's own thread may notice the expiry first when the process
-# resumes, which the guard alone must not rely on: the first part checks the
-# guard itself, by its requests.)
+# holds a lock and has written.  The whole PostgreSQL server stopped (every
+# process, the session worker too): the server expires its session and the
+# other node gets the lock.  The COMMIT that arrives meanwhile runs the
+# moment the server resumes, when the client still believes it is
+# connected: the commit guard must not trust that belief.  It wants a
+# server reply younger than two thirds of the session timeout, else makes
+# one round trip, and so the COMMIT fails with 40001 and the work rolls
+# back.  A backend stopped alone (holding a transaction lock; holding a
+# session lock while a batch transaction runs) keeps its lock, like an
+# advisory lock: the session worker keeps the session alive, the other node
+# does not get the lock, and the COMMIT goes through when it resumes.  (The
+# worker may notice the expiry first when the server resumes, which the
+# guard alone must not rely on: the first part checks the guard itself, by
+# its requests.)
 
 use strict;
 use warnings;
@@ -91,24 +94,41 @@ INSERT INTO cs SELECT current_setting('cluster_name'), '$worker', 0,
 		$holder->query_safe(cs_begin_sql($lock, $worker));
 	}
 
-	my @stopped = $case eq 'whole server' ? server_pids($node_a) : ($pid);
+	my $whole = $case eq 'whole server';
+	my @stopped = $whole ? server_pids($node_a) : ($pid);
 	my $t0 = time;
 	kill 'STOP', @stopped;
-	my ($out, $err) = $other->query(cs_waiter_sql($lock, 'other', 20000));
-	is($err, 0, "$case: node_b gets the lock while the holder is stopped");
-	note sprintf("$case: granted %.2f s after the stop", time - $t0);
+	if ($whole)
+	{
+		my ($out, $err) = $other->query(cs_waiter_sql($lock, 'other', 20000));
+		is($err, 0, "$case: node_b gets the lock while the holder is stopped");
+		note sprintf("$case: granted %.2f s after the stop", time - $t0);
+	}
 	send_query($holder, cs_end_sql($worker), 'commit-done');
 	sleep_for($stall_s - (time - $t0)) if time - $t0 < $stall_s;
+	is($other->query_safe(qq{SELECT zk_lock_try_acquire('$lock')}), 'f',
+		"$case: node_b does not get it while the backend is stopped")
+	  unless $whole;
 	kill 'CONT', @stopped;
 	wait_marker($holder, 'commit-done');
-	like($holder->{stderr},
-		qr/ERROR:  40001: zklock lock "\Q$lock\E" was lost before the transaction committed/,
-		"$case: the COMMIT after the stall fails with 40001");
-	is($node_a->safe_psql('postgres', qq{SELECT count(*) FROM cs WHERE worker = '$worker'}),
-		'0', "$case: the holder's work was rolled back");
+	if ($whole)
+	{
+		like($holder->{stderr},
+			qr/ERROR:  40001: zklock lock "\Q$lock\E" was lost before the transaction committed/,
+			"$case: the COMMIT after the stall fails with 40001");
+		is($node_a->safe_psql('postgres', qq{SELECT count(*) FROM cs WHERE worker = '$worker'}),
+			'0', "$case: the holder's work was rolled back");
+	}
+	else
+	{
+		is($holder->{stderr}, '', "$case: the COMMIT after the stall goes through");
+		is($node_a->safe_psql('postgres', qq{SELECT count(*) FROM cs WHERE worker = '$worker'}),
+			'1', "$case: the holder's work is committed");
+		$holder->query_safe(qq{SELECT zk_lock_release('$lock')}) if $case eq 'session lock';
+	}
 	$holder->{stderr} = '';
 	is($holder->query_safe(qq{SELECT zk_lock_acquire('$lock', 10000)}), 't',
-		"$case: the holder locks again, on a new session");
+		"$case: the holder locks again");
 	$holder->query_safe(qq{SELECT zk_lock_release('$lock')});
 	$holder->quit;
 }

@@ -93,7 +93,19 @@ for my $case (
 		qr/DETAIL:  The ZooKeeper client rejected the connection string \(no host name resolves\)\./ ])
 {
 	my ($what, $bad, $detail) = @$case;
-	ok(reconfigure($node_a, 'zklock.hosts' => $bad), "$what hosts: the session is closed");
+	$node_a->append_conf('postgresql.conf', "zklock.hosts = '$bad'\n");
+	$node_a->reload;
+	# Until the worker has taken the new hosts, the errors may be the old ones.
+	my $seen = 0;
+	for (1 .. 20)
+	{
+		$s->query(q{SELECT zk_lock_try_acquire('nowhere') AND zk_lock_release('nowhere')});
+		$seen = $s->{stderr} =~ $detail;
+		$s->{stderr} = '';
+		last if $seen;
+		sleep_for(0.2);
+	}
+	ok($seen, "$what hosts: the worker takes them");
 	my $t0 = time;
 	$s->query(q{SELECT zk_lock_acquire('nowhere')});
 	my $took = elapsed_since($t0);
