@@ -45,7 +45,6 @@
 #define MAX_PARENT_RETRIES 10
 
 /* Bound on the parents remembered as existing (16 bytes and change each). */
-#define MAX_KNOWN_PARENTS 65536
 
 const char *const lock_mode_names[] = {
 	[LOCK_MODE_EXCLUSIVE] = "exclusive",
@@ -262,12 +261,12 @@ lock_recipe_create_path(const char *target, int64 deadline,
 }
 
 /*
- * Lock parents this backend has seen exist, by a 64-bit hash of their path.
- * A collision costs only the slow path below; a parent removed by the server
- * since (containers go when empty) is forgotten when a create says so.
+ * Lock parents seen to exist by any backend of this server, by a 64-bit hash
+ * of their path (zk_bridge.c keeps them in shared memory): a backend's first
+ * acquisition of a busy lock sends no create for its parent.  A collision
+ * costs only the slow path below; a parent removed by the server since
+ * (containers go when empty) is forgotten when a create says so.
  */
-static HTAB *known_parents = NULL;
-
 static uint64
 parent_key(const char *parent)
 {
@@ -277,31 +276,13 @@ parent_key(const char *parent)
 static bool
 parent_known(const char *parent)
 {
-	uint64		key = parent_key(parent);
-
-	return known_parents != NULL &&
-		hash_search(known_parents, &key, HASH_FIND, NULL) != NULL;
+	return bridge_parent_known(parent_key(parent));
 }
 
 static void
 parent_seen(const char *parent, bool exists)
 {
-	uint64		key = parent_key(parent);
-
-	if (known_parents == NULL ||
-		(exists && hash_get_num_entries(known_parents) >= MAX_KNOWN_PARENTS))
-	{
-		HASHCTL		ctl;
-
-		if (known_parents != NULL)
-			hash_destroy(known_parents);
-		ctl.keysize = sizeof(uint64);
-		ctl.entrysize = sizeof(uint64);
-		ctl.hcxt = TopMemoryContext;
-		known_parents = hash_create("zklock known lock parents", 256, &ctl,
-									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
-	hash_search(known_parents, &key, exists ? HASH_ENTER : HASH_REMOVE, NULL);
+	bridge_parent_seen(parent_key(parent), exists);
 }
 
 /*

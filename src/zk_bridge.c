@@ -762,6 +762,33 @@ bridge_remove_watch(const char *path, int watch_type)
 				   false);
 }
 
+/* ---- lock parents seen to exist, server-wide ---- */
+
+/* A hint, lock-free: one slot per hash, overwritten on collision. */
+static pg_atomic_uint64 *
+parent_slot(uint64 key)
+{
+	return &zk_shared->known_parents[key % ZK_KNOWN_PARENTS];
+}
+
+bool
+bridge_parent_known(uint64_t key)
+{
+	key |= 1;					/* 0 marks an empty slot */
+	return pg_atomic_read_u64(parent_slot(key)) == key;
+}
+
+void
+bridge_parent_seen(uint64_t key, bool exists)
+{
+	uint64		expected = key | 1;
+
+	if (exists)
+		pg_atomic_write_u64(parent_slot(expected), expected);
+	else
+		pg_atomic_compare_exchange_u64(parent_slot(expected), &expected, 0);
+}
+
 /* ---- waiting ---- */
 
 /*

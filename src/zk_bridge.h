@@ -132,6 +132,10 @@ extern void bridge_delete_sibling_tagged(const char *node, const char *tag);
 extern void bridge_remove_watch(const char *path, int watch_type);
 extern bool bridge_deletes_pending(void);
 
+/* Lock parents seen to exist by any backend of the server. */
+extern bool bridge_parent_known(uint64_t key);
+extern void bridge_parent_seen(uint64_t key, bool exists);
+
 /* Waiting. */
 extern uint64_t bridge_watch_events(void);
 extern void bridge_wait(long timeout_ms);

@@ -74,6 +74,8 @@ zk_shmem_startup(void)
 		SpinLockInit(&zk_shared->mutex);
 		pg_atomic_init_u64(&zk_shared->queue, InvalidDsaPointer);
 		zk_shared->nslots = slot_count();
+		for (int i = 0; i < ZK_KNOWN_PARENTS; i++)
+			pg_atomic_init_u64(&zk_shared->known_parents[i], 0);
 		for (int i = 0; i < zk_shared->nslots; i++)
 			for (int c = 0; c < BRIDGE_NCOUNTERS; c++)
 				pg_atomic_init_u64(&zk_shared->slots[i].counts[c], 0);

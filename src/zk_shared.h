@@ -82,6 +82,9 @@ typedef struct ZkSlot
 	pg_atomic_uint64 counts[BRIDGE_NCOUNTERS];
 } ZkSlot;
 
+/* Size of the server-wide hint of lock parents that exist. */
+#define ZK_KNOWN_PARENTS 8192
+
 typedef struct ZkShared
 {
 	slock_t		mutex;			/* everything below but the counters */
@@ -98,6 +101,8 @@ typedef struct ZkShared
 	uint64		close_requested;	/* a generation a backend wrote off */
 	bool		exits_pending;	/* a backend set its slot's exiting */
 	int			dsa_tranche;
+	/* Lock parents seen to exist, by hash (see lock_recipe.c); 0: none. */
+	pg_atomic_uint64 known_parents[ZK_KNOWN_PARENTS];
 	int			nslots;
 	ZkSlot		slots[FLEXIBLE_ARRAY_MEMBER];
 } ZkShared;
