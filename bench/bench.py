@@ -781,6 +781,13 @@ END $$""" % (k * per + 1, min(n, (k + 1) * per), quote(conn)))
     finally:
         for s in coords:
             s.close()
+        # Until every one of them has gone.
+        deadline = time.time() + 60
+        while node.sql("SELECT count(*) FROM pg_stat_activity "
+                       "WHERE application_name LIKE 'bench\\_s%'") != [['0']]:
+            if time.time() > deadline:
+                break
+            time.sleep(0.2)
     return dict(sessions_granted=granted, sessions_owners=len(owners),
                 sessions_conns=conns, sessions_threads=threads)
 
@@ -804,8 +811,10 @@ def bench_throughput(t):
             o, e = p.communicate(timeout=secs + 120)
             if p.returncode != 0:
                 raise RuntimeError('pgbench failed: %s' % e)
-            tps += float(re.search(r'tps = ([\d.]+) \(without initial connection time\)',
-                                   o).group(1))
+            m = re.search(r'tps = ([\d.]+)', o)
+            if m is None:
+                raise RuntimeError('pgbench printed no tps: %s %s' % (o[-500:], e[-500:]))
+            tps += float(m.group(1))
         bare = float(t.zkbare(t.zk, 'throughput', BARE_ROOT + '/tp', n, secs,
                               timeout=secs + 120))
         out['tp_zklock_%d' % n] = tps
