@@ -486,7 +486,7 @@ lock_node_session_key(const char *name, char *key)
  * Does the node lower, queued below own in the same lock, keep own (of mode)
  * from holding?  The one rule for the recipe, the queue listing and the
  * deadlock check.  A reader waits only for writers, and not for a writer of
- * its own session: a backend that holds the exclusive lock may take the
+ * its own backend: a backend that holds the exclusive lock may take the
  * shared one too (see refuse_downgrade).  Semaphore leases are counted
  * instead: none blocks on its own.
  */

@@ -1,18 +1,19 @@
 /*
  * stats.c
  *	  Server-wide statistics, as pg_stat_statements keeps them: per lock name
- *	  (zk_lock_stats) and for the ZooKeeper sessions of all backends
- *	  (zk_session_stats), in shared memory.
+ *	  (zk_lock_stats) and for the server's ZooKeeper session and the requests
+ *	  of all backends (zk_session_stats), in shared memory.
  *
- * Only with shared_preload_libraries = 'zklock'; otherwise every hook here
- * does nothing and the views raise an error.  The lock table holds at most
+ * Set up under shared_preload_libraries, like all of zklock; loaded
+ * otherwise, the views raise the same error as every function.  The lock table holds at most
  * zklock.max_tracked_locks names; a new name evicts the least used one,
  * preferring names nobody on this server holds or waits for.
  *
  * Per-name counters are updated under one LWLock: every update goes with a
  * ZooKeeper round trip, which costs far more.  Request counts are taken from
- * the bridge (whose client threads must not touch shared memory) when a
- * zklock function is called and when the backend exits.
+ * the backend's slot (zk_bridge.c), where it and the session worker count
+ * them, when a zklock function is called and when the backend exits; the
+ * worker counts sessions opened and lost and reconnects itself.
  */
 #include "postgres.h"
 

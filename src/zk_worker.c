@@ -148,6 +148,18 @@ static int	session_timeout_asked = 0;
 static WorkerSlot *wslots;
 static dlist_head watches = DLIST_STATIC_INIT(watches);
 static dlist_head in_flight = DLIST_STATIC_INIT(in_flight);
+static int	calls_in_flight = 0;
+
+/*
+ * Requests taken from the queue but not sent yet, oldest first.  A
+ * ZooKeeper server stops reading a connection while too many of its
+ * requests are outstanding (globalOutstandingLimit, 1000 by default), pings
+ * included, and then expires the session: one session carrying a whole
+ * server's requests must not send more than MAX_IN_FLIGHT at a time.
+ */
+#define MAX_IN_FLIGHT 256
+static dsa_pointer waiting_head = InvalidDsaPointer;
+static dsa_pointer waiting_tail = InvalidDsaPointer;
 
 /* With credentials: the creator may do anything, everybody may read. */
 static struct ACL protected_acl_entries[2] = {
@@ -243,6 +255,7 @@ call_new(CallKind kind)
 	call->sent_at = bridge_now_ms();
 	call->req = InvalidDsaPointer;
 	dlist_push_tail(&in_flight, &call->in_flight);
+	calls_in_flight++;
 	return call;
 }
 
@@ -250,6 +263,7 @@ static void
 call_free(Call *call)
 {
 	dlist_delete(&call->in_flight);
+	calls_in_flight--;
 	if (call->tag)
 		pfree(call->tag);
 	if (call->path)
@@ -1033,15 +1047,20 @@ take_oneway(dsa_pointer dp, SharedRequest *sr)
 	dsa_free(zk_area, dp);
 }
 
-/* Carry out everything queued, in the order it was queued. */
+/*
+ * Take what backends queued, in the order they queued it, and send as much
+ * as MAX_IN_FLIGHT allows.  A request its backend gave up on before it was
+ * sent is not sent at all.
+ */
 static void
 drain_queue(void)
 {
 	dsa_pointer dp = (dsa_pointer) pg_atomic_exchange_u64(&zk_shared->queue,
 														  InvalidDsaPointer);
 	dsa_pointer fifo = InvalidDsaPointer;
+	dsa_pointer last = dp;
 
-	/* The list is newest first: turn it around. */
+	/* The list is newest first: turn it around, behind what waits. */
 	while (DsaPointerIsValid(dp))
 	{
 		SharedRequest *sr = dsa_get_address(zk_area, dp);
@@ -1051,26 +1070,46 @@ drain_queue(void)
 		fifo = dp;
 		dp = next;
 	}
-
-	while (DsaPointerIsValid(fifo))
+	if (DsaPointerIsValid(fifo))
 	{
-		SharedRequest *sr = dsa_get_address(zk_area, fifo);
-		dsa_pointer next = sr->next;
+		if (DsaPointerIsValid(waiting_tail))
+			((SharedRequest *) dsa_get_address(zk_area, waiting_tail))->next = fifo;
+		else
+			waiting_head = fifo;
+		waiting_tail = last;
+	}
+
+	while (DsaPointerIsValid(waiting_head) &&
+		   (calls_in_flight < MAX_IN_FLIGHT || zh == NULL))
+	{
+		dsa_pointer cur = waiting_head;
+		SharedRequest *sr = dsa_get_address(zk_area, cur);
+
+		waiting_head = sr->next;
+		if (!DsaPointerIsValid(waiting_head))
+			waiting_tail = InvalidDsaPointer;
 
 		if (sr->oneway)
-			take_oneway(fifo, sr);
+			take_oneway(cur, sr);
+		else if (pg_atomic_read_u32(&sr->state) == REQ_ABANDONED)
+		{
+			/* Never sent: nothing to undo. */
+			pg_read_barrier();
+			if (sr->counted)
+				uncount(sr->slot, sr->incarnation);
+			dsa_free(zk_area, cur);
+		}
 		else
 		{
 			Call	   *call = call_new(CALL_REPLY);
 
-			call->req = fifo;
+			call->req = cur;
 			/* Made for a session that is gone: its nodes went with it. */
 			if (zh == NULL || sr->epoch != generation)
 				complete(call, sr, ZINVALIDSTATE), call_free(call);
 			else
 				issue_call(call, sr);
 		}
-		fifo = next;
 	}
 }
 
