@@ -779,8 +779,11 @@ END $$""" % (k * per + 1, min(n, (k + 1) * per), quote(conn)))
             "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'bench\\_s%'")]
         threads = max(len(os.listdir('/proc/%d/task' % p)) for p in pids)
     finally:
+        # A hundred at a time: a thousand backends releasing at once is a
+        # burst of requests on the one session (see the README's limits).
         for s in coords:
             s.close()
+            time.sleep(1)
         # Until every one of them has gone.
         deadline = time.time() + 60
         while node.sql("SELECT count(*) FROM pg_stat_activity "

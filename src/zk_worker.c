@@ -76,6 +76,7 @@ typedef struct WorkerWatch
 	bool		armed;			/* the server has it */
 	bool		removing;		/* to be removed once armed */
 	bool		gone;			/* its slot forgot it (held: released) */
+	bool		unwatch_deferred;	/* see defer() */
 	char		path[FLEXIBLE_ARRAY_MEMBER];
 } WorkerWatch;
 
@@ -151,15 +152,33 @@ static dlist_head in_flight = DLIST_STATIC_INIT(in_flight);
 static int	calls_in_flight = 0;
 
 /*
- * Requests taken from the queue but not sent yet, oldest first.  A
- * ZooKeeper server stops reading a connection while too many of its
- * requests are outstanding (globalOutstandingLimit, 1000 by default), pings
- * included, and then expires the session: one session carrying a whole
- * server's requests must not send more than MAX_IN_FLIGHT at a time.
+ * Calls into the client under way.  The single-threaded client runs our
+ * completions and watchers inside its own calls (zookeeper_process, and any
+ * request whose send fails, which cleans up the connection there and then):
+ * a callback that called the client again could clean up the lists the
+ * outer call is walking, and replies would then be matched to the wrong
+ * requests ("unexpected server response").  So callbacks never call the
+ * client: what they would send is deferred to the main loop.
  */
-#define MAX_IN_FLIGHT 256
-static dsa_pointer waiting_head = InvalidDsaPointer;
-static dsa_pointer waiting_tail = InvalidDsaPointer;
+static int	client_depth = 0;
+
+typedef enum DeferKind
+{
+	DEFER_ISSUE,
+	DEFER_ARM,
+	DEFER_UNWATCH
+} DeferKind;
+
+typedef struct Deferred
+{
+	dlist_node	node;
+	DeferKind	kind;
+	Call	   *call;
+	WorkerWatch *watch;
+} Deferred;
+
+static dlist_head deferred = DLIST_STATIC_INIT(deferred);
+
 
 /* With credentials: the creator may do anything, everybody may read. */
 static struct ACL protected_acl_entries[2] = {
@@ -169,6 +188,7 @@ static struct ACL protected_acl_entries[2] = {
 static struct ACL_vector protected_acl = {2, protected_acl_entries};
 
 static void issue_call(Call *call, SharedRequest *sr);
+static bool defer(DeferKind kind, Call *call, WorkerWatch *ww);
 static void arm_watch(WorkerWatch *ww, Call *reply);
 static void cleanup_delete(int slot, uint32 incarnation, const char *path);
 static void cleanup_delete_tagged(int slot, uint32 incarnation,
@@ -582,7 +602,9 @@ watcher(zhandle_t *handle, int type, int state, const char *path, void *ctx)
 		zk_wake(latch);
 	}
 
-	watch_free(ww);
+	/* A removal deferred to the main loop frees it there. */
+	if (!ww->unwatch_deferred)
+		watch_free(ww);
 }
 
 static void
@@ -605,6 +627,12 @@ unwatch(WorkerWatch *ww)
 	ww->removing = true;
 	if (!ww->armed)
 		return;
+	if (defer(DEFER_UNWATCH, NULL, ww))
+	{
+		ww->unwatch_deferred = true;
+		return;
+	}
+	client_depth++;
 	zoo_aremove_watches(zh, ww->path, ww->type, watcher, ww, 1,
 						(void_completion_t *) ignore_reply, NULL);
 	ww->armed = false;
@@ -625,6 +653,7 @@ unwatch(WorkerWatch *ww)
 		zoo_aremove_all_watches(zh, ww->path, ww->type, 0,
 								(void_completion_t *) ignore_reply, NULL);
 	}
+	client_depth--;
 	watch_free(ww);
 }
 
@@ -676,10 +705,14 @@ child_watch_done(int rc, const struct String_vector *strings, const void *data)
 static void
 arm_watch(WorkerWatch *ww, Call *reply)
 {
-	Call	   *call = reply ? reply : call_new(CALL_ARM);
+	Call	   *call;
 	int			rc;
 
+	if (defer(DEFER_ARM, reply, ww))
+		return;
+	call = reply ? reply : call_new(CALL_ARM);
 	call->watch = ww;
+	client_depth++;
 	if (reply == NULL)
 		count_for(ww->slot, BRIDGE_WATCHES);
 	if (ww->type == ZWATCHTYPE_CHILD)
@@ -691,6 +724,7 @@ arm_watch(WorkerWatch *ww, Call *reply)
 		watch_armed(rc, ww, call);
 		call_free(call);
 	}
+	client_depth--;
 }
 
 /* ---- replies ---- */
@@ -866,7 +900,7 @@ sync_done(int rc, const char *value, const void *data)
  * completes at once.
  */
 static void
-issue_call(Call *call, SharedRequest *sr)
+issue_call_now(Call *call, SharedRequest *sr)
 {
 	int			rc = ZOK;
 	const char *path = sr ? sr->payload : call->path;
@@ -935,6 +969,78 @@ issue_call(Call *call, SharedRequest *sr)
 		default:
 			elog(ERROR, "zklock: request kind %d is not a reply's", (int) sr->kind);
 	}
+}
+
+static void
+issue_call(Call *call, SharedRequest *sr)
+{
+	if (defer(DEFER_ISSUE, call, NULL))
+		return;
+	client_depth++;
+	issue_call_now(call, sr);
+	client_depth--;
+}
+
+/* Inside a call into the client: keep what a callback would send for later. */
+static bool
+defer(DeferKind kind, Call *call, WorkerWatch *ww)
+{
+	Deferred   *d;
+
+	if (client_depth == 0)
+		return false;
+	d = MemoryContextAlloc(TopMemoryContext, sizeof(Deferred));
+	d->kind = kind;
+	d->call = call;
+	d->watch = ww;
+	dlist_push_tail(&deferred, &d->node);
+	return true;
+}
+
+/*
+ * Main loop, outside the client: send what callbacks deferred.  Only what
+ * was deferred before this call: what these sends defer in turn waits for
+ * the next turn, so that a request that fails at once cannot spin.
+ */
+static void
+flush_deferred(void)
+{
+	dlist_head	batch;
+
+	dlist_init(&batch);
+	while (!dlist_is_empty(&deferred))
+		dlist_push_tail(&batch, dlist_pop_head_node(&deferred));
+	while (!dlist_is_empty(&batch))
+	{
+		Deferred   *d = dlist_container(Deferred, node, dlist_pop_head_node(&batch));
+
+		switch (d->kind)
+		{
+			case DEFER_ISSUE:
+				issue_call(d->call, d->call->kind == CALL_REPLY ?
+						   dsa_get_address(zk_area, d->call->req) : NULL);
+				break;
+			case DEFER_ARM:
+				arm_watch(d->watch, d->call);
+				break;
+			case DEFER_UNWATCH:
+				d->watch->unwatch_deferred = false;
+				if (d->watch->armed)
+					unwatch(d->watch);
+				else
+					watch_free(d->watch);	/* it fired meanwhile */
+				break;
+		}
+		pfree(d);
+	}
+}
+
+/* A closed handle's deferred sends go with it (their calls are finished). */
+static void
+drop_deferred(void)
+{
+	while (!dlist_is_empty(&deferred))
+		pfree(dlist_container(Deferred, node, dlist_pop_head_node(&deferred)));
 }
 
 /* ---- the queue ---- */
@@ -1047,20 +1153,15 @@ take_oneway(dsa_pointer dp, SharedRequest *sr)
 	dsa_free(zk_area, dp);
 }
 
-/*
- * Take what backends queued, in the order they queued it, and send as much
- * as MAX_IN_FLIGHT allows.  A request its backend gave up on before it was
- * sent is not sent at all.
- */
+/* Carry out everything queued, in the order it was queued. */
 static void
 drain_queue(void)
 {
 	dsa_pointer dp = (dsa_pointer) pg_atomic_exchange_u64(&zk_shared->queue,
 														  InvalidDsaPointer);
 	dsa_pointer fifo = InvalidDsaPointer;
-	dsa_pointer last = dp;
 
-	/* The list is newest first: turn it around, behind what waits. */
+	/* The list is newest first: turn it around. */
 	while (DsaPointerIsValid(dp))
 	{
 		SharedRequest *sr = dsa_get_address(zk_area, dp);
@@ -1070,46 +1171,26 @@ drain_queue(void)
 		fifo = dp;
 		dp = next;
 	}
-	if (DsaPointerIsValid(fifo))
-	{
-		if (DsaPointerIsValid(waiting_tail))
-			((SharedRequest *) dsa_get_address(zk_area, waiting_tail))->next = fifo;
-		else
-			waiting_head = fifo;
-		waiting_tail = last;
-	}
 
-	while (DsaPointerIsValid(waiting_head) &&
-		   (calls_in_flight < MAX_IN_FLIGHT || zh == NULL))
+	while (DsaPointerIsValid(fifo))
 	{
-		dsa_pointer cur = waiting_head;
-		SharedRequest *sr = dsa_get_address(zk_area, cur);
-
-		waiting_head = sr->next;
-		if (!DsaPointerIsValid(waiting_head))
-			waiting_tail = InvalidDsaPointer;
+		SharedRequest *sr = dsa_get_address(zk_area, fifo);
+		dsa_pointer next = sr->next;
 
 		if (sr->oneway)
-			take_oneway(cur, sr);
-		else if (pg_atomic_read_u32(&sr->state) == REQ_ABANDONED)
-		{
-			/* Never sent: nothing to undo. */
-			pg_read_barrier();
-			if (sr->counted)
-				uncount(sr->slot, sr->incarnation);
-			dsa_free(zk_area, cur);
-		}
+			take_oneway(fifo, sr);
 		else
 		{
 			Call	   *call = call_new(CALL_REPLY);
 
-			call->req = cur;
+			call->req = fifo;
 			/* Made for a session that is gone: its nodes went with it. */
 			if (zh == NULL || sr->epoch != generation)
 				complete(call, sr, ZINVALIDSTATE), call_free(call);
 			else
 				issue_call(call, sr);
 		}
+		fifo = next;
 	}
 }
 
@@ -1477,9 +1558,12 @@ close_session(bool lost)
 	if (lost)
 		stats_count_session_lost();
 
+	client_depth++;
 	zookeeper_close(zh);
+	client_depth--;
 	zh = NULL;
 	generation = 0;
+	drop_deferred();
 
 	/* What the client did not call back, it never will. */
 	dlist_foreach_modify(it, &in_flight)
@@ -1598,7 +1682,11 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 	if (rc & WL_SOCKET_WRITEABLE)
 		ready |= ZOOKEEPER_WRITE;
 	if (handle != NULL)
+	{
+		client_depth++;
 		zookeeper_process(handle, ready);
+		client_depth--;
+	}
 }
 
 /* ---- ending a previous worker's session ---- */
@@ -1722,6 +1810,7 @@ zklock_worker_main(Datum arg)
 		check_slots();
 		client_turn(zh, zh != NULL ? SLOT_CHECK_MS :
 					Max(retry_open_at - bridge_now_ms(), 1));
+		flush_deferred();
 		CHECK_FOR_INTERRUPTS();
 	}
 	proc_exit(0);
