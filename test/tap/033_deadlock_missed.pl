@@ -108,9 +108,12 @@ sub wait_key
 	# (Persistent: a container left by an earlier case could go any moment.)
 	zkw('delete', $waits);
 	zkw('mkdir', ZK_ROOT . "/$_") for qw(p1 p2 %waits);
-	$node_b->append_conf('postgresql.conf', "zklock.auth = 'dl:secret'");
-	$node_b->reload;
-	my $a = member($node_a, 3000, q{zk_lock_acquire('p1')});
+	# Server-wide: node_b's session worker opens a session with them.
+	ok(reconfigure($node_b, 'zklock.auth' => 'dl:secret'), 'node_b takes credentials');
+	ok(defined wait_worker_session($node_b), 'and has a session with them');
+	# a looks once, at 2 s, between b's own looks (at 0.2, 0.4, 0.8, 1.6 and
+	# 3.2 s): a finds the cycle first and pokes b, in vain.
+	my $a = member($node_a, 2000, q{zk_lock_acquire('p1')});
 	my $b = member($node_b, 200, q{zk_lock_acquire('p2')});
 	my $log_offset = -s $node_a->logfile;
 	my $t0 = time;
@@ -124,8 +127,8 @@ sub wait_key
 		qr/LOG:  zklock: could not ask process \d+ on node_b to look for a deadlock again: not authenticated/,
 		'the refused poke is logged');
 	$_->{s}->quit for $a, $b;
-	$node_b->append_conf('postgresql.conf', "zklock.auth = ''");
-	$node_b->reload;
+	ok(reconfigure($node_b, 'zklock.auth' => ''), 'node_b drops its credentials');
+	ok(defined wait_worker_session($node_b), 'and has a session without them');
 }
 
 # 3. A forged czxid in the first member's published wait: it would be the
