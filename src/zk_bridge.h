@@ -85,13 +85,17 @@ typedef enum BridgeCounter
 extern void bridge_take_counts(uint64_t *counts);
 
 /*
- * A reply lost with the connection, or given up on by the client when the
- * server fell silent: the request may or may not have been carried out.
+ * A reply lost with the connection, given up on by the client when the
+ * server fell silent, or dropped with the connection when the client could
+ * not match a reply to its request (ZRUNTIMEINCONSISTENCY: it then closes
+ * the connection and reconnects with the same session): the request may or
+ * may not have been carried out.
  */
 static inline bool
 bridge_reply_lost(int rc)
 {
-	return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT;
+	return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT ||
+		rc == ZRUNTIMEINCONSISTENCY;
 }
 
 extern void bridge_attach(void);
