@@ -64,7 +64,9 @@ for my $case ('after publishing', 'before looking')
 	}
 	else
 	{
-		sleep_for(0.5);
+		# a looks after 0.3 s, b after 1.5 s.
+		my $t0 = time;
+		sleep 0.05 until published() == 1 || time - $t0 > 1.2;
 		is(published(), 1, "$case: a published its wait, b not yet");
 	}
 	cut_off();

@@ -123,9 +123,10 @@ sub wait_key
 	my $took = time - $t0;
 	is(outcome($a), 'granted', 'and the other member is granted');
 	cmp_ok($took, '<', 10, sprintf('in %.2f s', $took));
-	like(slurp_file($node_a->logfile, $log_offset),
-		qr/LOG:  zklock: could not ask process \d+ on node_b to look for a deadlock again: not authenticated/,
-		'the refused poke is logged');
+	my $refused = qr/LOG:  zklock: could not ask process \d+ on node_b to look for a deadlock again: not authenticated/;
+	my $t_log = time;
+	sleep 0.1 until slurp_file($node_a->logfile, $log_offset) =~ $refused || time - $t_log > 5;
+	like(slurp_file($node_a->logfile, $log_offset), $refused, 'the refused poke is logged');
 	$_->{s}->quit for $a, $b;
 	ok(reconfigure($node_b, 'zklock.auth' => ''), 'node_b drops its credentials');
 	ok(defined wait_worker_session($node_b), 'and has a session without them');
