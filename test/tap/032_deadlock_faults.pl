@@ -45,7 +45,9 @@ for my $case ('after publishing', 'before looking')
 	my $b = session($node_b, "b_$tag");
 	# Case 1: b publishes first and finds nothing (a has not published).
 	# Case 2: a looks first and finds nothing; b would look later.
-	my ($dt_a, $dt_b) = $case eq 'after publishing' ? (1000, 200) : (300, 1500);
+	# Wide apart, so that the cut comes between the two first looks however
+	# slow the machine.
+	my ($dt_a, $dt_b) = $case eq 'after publishing' ? (3000, 200) : (300, 3000);
 	$a->query_safe("SET deadlock_timeout = $dt_a");
 	$b->query_safe("SET deadlock_timeout = $dt_b");
 	$a->query_safe("SELECT zk_lock_acquire('f${tag}a')");
@@ -64,9 +66,9 @@ for my $case ('after publishing', 'before looking')
 	}
 	else
 	{
-		# a looks after 0.3 s, b after 1.5 s.
+		# a looks after 0.3 s, b after 3 s.
 		my $t0 = time;
-		sleep 0.05 until published() == 1 || time - $t0 > 1.2;
+		sleep 0.05 until published() == 1 || time - $t0 > 2.5;
 		is(published(), 1, "$case: a published its wait, b not yet");
 	}
 	cut_off();
