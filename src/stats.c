@@ -80,6 +80,8 @@ static HTAB *lock_stats = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
+static void register_exit(void);
+
 /* This backend's wait in progress, so that exit can undo its count. */
 static char waiting_for[ZKLOCK_NAME_MAX + 1];
 static TimestampTz wait_started;
@@ -221,6 +223,7 @@ stats_wait_begin(const char *name)
 
 	if (shared == NULL)
 		return;
+	register_exit();
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	entry = entry_for(name);
 	if (entry != NULL)
@@ -291,18 +294,28 @@ stats_hold_ended(const char *name, bool lost)
 	LWLockRelease(shared->lock);
 }
 
+/*
+ * The backend's holds and wait are ended in the statistics when it exits:
+ * from its first wait on, which is also before its first hold.
+ */
 static void
-count_session(SessionCounter c)
+register_exit(void)
 {
 	static bool exit_hook = false;
 
-	if (shared == NULL)
-		return;
 	if (!exit_hook)
 	{
 		before_shmem_exit(stats_exit, (Datum) 0);
 		exit_hook = true;
 	}
+}
+
+static void
+count_session(SessionCounter c)
+{
+	if (shared == NULL)
+		return;
+	register_exit();
 	pg_atomic_fetch_add_u64(&shared->counters[c], 1);
 }
 
