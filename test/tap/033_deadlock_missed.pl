@@ -111,10 +111,10 @@ sub wait_key
 	# Server-wide: node_b's session worker opens a session with them.
 	ok(reconfigure($node_b, 'zklock.auth' => 'dl:secret'), 'node_b takes credentials');
 	ok(defined wait_worker_session($node_b), 'and has a session with them');
-	# a looks once, at 3 s, after b's own looks at 0.2, 0.4, 0.8 and 1.6 s
+	# a looks once, at 2.4 s, after b's own looks at 0.2, 0.4, 0.8 and 1.6 s
 	# (the next is at 3.2 s, a little later by the looks' own time): a finds the
 	# cycle first and pokes b, in vain.
-	my $a = member($node_a, 3000, q{zk_lock_acquire('p1')});
+	my $a = member($node_a, 2400, q{zk_lock_acquire('p1')});
 	my $b = member($node_b, 200, q{zk_lock_acquire('p2')});
 	my $log_offset = -s $node_a->logfile;
 	my $t0 = time;
