@@ -781,6 +781,22 @@ complete(Call *call, SharedRequest *sr, int rc)
 	call->req = InvalidDsaPointer;
 }
 
+/* A backend's request is answered: publish the reply, and the call is done. */
+static void
+reply(Call *call, SharedRequest *sr, int rc)
+{
+	complete(call, sr, rc);
+	call_free(call);
+}
+
+/* What a reply tells of the node. */
+static void
+take_stat(SharedRequest *sr, const struct Stat *stat)
+{
+	sr->czxid = stat->czxid;
+	sr->version = stat->version;
+}
+
 /* Copy len bytes (and a NUL) into the shared area for the reply. */
 static bool
 put_result(SharedRequest *sr, const char *bytes, int len)
@@ -826,8 +842,7 @@ create_done(int rc, const char *value, const struct Stat *stat, const void *data
 		uncertain_add(sr->slot, sr->incarnation, parent, sr->payload + sr->tag_off);
 		pfree(parent);
 	}
-	complete(call, sr, rc);
-	call_free(call);
+	reply(call, sr, rc);
 }
 
 static void
@@ -848,8 +863,7 @@ children_done(int rc, const struct String_vector *strings, const void *data)
 			rc = ZSYSTEMERROR;
 		pfree(buf.data);
 	}
-	complete(call, sr, rc);
-	call_free(call);
+	reply(call, sr, rc);
 }
 
 static void
@@ -861,13 +875,11 @@ get_done(int rc, const char *value, int value_len, const struct Stat *stat,
 
 	if (rc == ZOK)
 	{
-		sr->czxid = stat->czxid;
-		sr->version = stat->version;
+		take_stat(sr, stat);
 		if (!put_result(sr, value, value != NULL && value_len > 0 ? value_len : 0))
 			rc = ZSYSTEMERROR;
 	}
-	complete(call, sr, rc);
-	call_free(call);
+	reply(call, sr, rc);
 }
 
 static void
@@ -877,12 +889,8 @@ stat_done(int rc, const struct Stat *stat, const void *data)
 	SharedRequest *sr = dsa_get_address(zk_area, call->req);
 
 	if (rc == ZOK && stat != NULL)
-	{
-		sr->czxid = stat->czxid;
-		sr->version = stat->version;
-	}
-	complete(call, sr, rc);
-	call_free(call);
+		take_stat(sr, stat);
+	reply(call, sr, rc);
 }
 
 static void
@@ -890,8 +898,7 @@ sync_done(int rc, const char *value, const void *data)
 {
 	Call	   *call = (Call *) data;
 
-	complete(call, dsa_get_address(zk_area, call->req), rc);
-	call_free(call);
+	reply(call, dsa_get_address(zk_area, call->req), rc);
 }
 
 /*
@@ -1186,7 +1193,7 @@ drain_queue(void)
 			call->req = fifo;
 			/* Made for a session that is gone: its nodes went with it. */
 			if (zh == NULL || sr->epoch != generation)
-				complete(call, sr, ZINVALIDSTATE), call_free(call);
+				reply(call, sr, ZINVALIDSTATE);
 			else
 				issue_call(call, sr);
 		}
