@@ -111,23 +111,26 @@ sub wait_key
 	# Server-wide: node_b's session worker opens a session with them.
 	ok(reconfigure($node_b, 'zklock.auth' => 'dl:secret'), 'node_b takes credentials');
 	ok(defined wait_worker_session($node_b), 'and has a session with them');
-	# a looks once, at 2.4 s, after b's own looks at 0.2, 0.4, 0.8 and 1.6 s
-	# (the next is at 3.2 s, a little later by the looks' own time): a finds the
-	# cycle first and pokes b, in vain.
-	my $a = member($node_a, 2400, q{zk_lock_acquire('p1')});
+	# b, the victim, looks at 0.2, 0.4, 0.8, 1.6, 3.2 and 6.4 s of its
+	# wait; a looks first at 4.8 s of its own, midway between two of b's
+	# looks, which leaves 1.6 s either way for b's wait to begin after a's:
+	# a finds the cycle first and pokes b, in vain, and b's next look
+	# finds it.
+	my $a = member($node_a, 4800, q{zk_lock_acquire('p1')});
 	my $b = member($node_b, 200, q{zk_lock_acquire('p2')});
 	my $log_offset = -s $node_a->logfile;
 	my $t0 = time;
 	start_wait($a, q{zk_lock_acquire('p2')});
 	start_wait($b, q{zk_lock_acquire('p1')});
-	is(outcome($b), 'deadlock', 'a poke refused by an ACL: the victim still fails with 40P01');
+	my $gap = sprintf('b waited %.2f s after a at most', time - $t0);
+	is(outcome($b), 'deadlock', "a poke refused by an ACL: the victim still fails with 40P01 ($gap)");
 	my $took = time - $t0;
 	is(outcome($a), 'granted', 'and the other member is granted');
-	cmp_ok($took, '<', 10, sprintf('in %.2f s', $took));
+	cmp_ok($took, '<', 12, sprintf('in %.2f s, not at lock_timeout', $took));
 	my $refused = qr/LOG:  zklock: could not ask process \d+ on node_b to look for a deadlock again: not authenticated/;
 	my $t_log = time;
 	sleep 0.1 until slurp_file($node_a->logfile, $log_offset) =~ $refused || time - $t_log > 5;
-	like(slurp_file($node_a->logfile, $log_offset), $refused, 'the refused poke is logged');
+	like(slurp_file($node_a->logfile, $log_offset), $refused, "the refused poke is logged ($gap)");
 	$_->{s}->quit for $a, $b;
 	ok(reconfigure($node_b, 'zklock.auth' => ''), 'node_b drops its credentials');
 	ok(defined wait_worker_session($node_b), 'and has a session without them');
