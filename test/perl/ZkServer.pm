@@ -341,7 +341,27 @@ sub wait_no_ephemerals
 sub signal
 {
 	my ($self, $i, $sig) = @_;
-	kill $sig, $self->{pids}{$i} or croak "kill $sig server $i: $!";
+	my $pid = $self->{pids}{$i};
+	kill $sig, $pid or croak "kill $sig server $i: $!";
+	# A stop takes effect when each thread is next scheduled, after kill
+	# returned: on a busy machine a server could still answer a request sent
+	# right after.  Return once every thread is stopped.
+	if ($sig eq 'STOP')
+	{
+		my $until = time + 10;
+		while (time < $until)
+		{
+			my $running = 0;
+			for my $stat (glob("/proc/$pid/task/*/stat"))
+			{
+				open(my $fh, '<', $stat) or next;
+				my ($state) = (<$fh> // '') =~ /.*\)\s+(\S)/;
+				$running++ if defined $state && $state !~ /^[Tt]$/;
+			}
+			last unless $running;
+			select(undef, undef, undef, 0.01);
+		}
+	}
 	return;
 }
 
