@@ -79,7 +79,7 @@ bridge_detach(int code, Datum arg)
 
 	SpinLockAcquire(&zk_shared->mutex);
 	my_slot->exiting = true;
-	zk_shared->exits_pending = true;
+	zk_shared->slots_changed = true;
 	SpinLockRelease(&zk_shared->mutex);
 	zk_wake(zk_shared->worker_latch);
 
@@ -153,6 +153,8 @@ bridge_attach(void)
 	my_slot->poked = false;
 	my_slot->deletes_pending = 0;
 	my_slot->held_deletions = 0;
+	/* What a predecessor in the slot left is the worker's to end at once. */
+	zk_shared->slots_changed = true;
 	SpinLockRelease(&zk_shared->mutex);
 
 	before_shmem_exit(bridge_detach, (Datum) 0);

@@ -99,7 +99,7 @@ typedef struct ZkShared
 	int			open_error;		/* errno of a failed zookeeper_init, or: */
 #define ZK_OPEN_BAD_AUTH (-1)	/* zklock.auth is not user:password */
 	uint64		close_requested;	/* a generation a backend wrote off */
-	bool		exits_pending;	/* a backend set its slot's exiting */
+	bool		slots_changed;	/* a backend took its slot or is exiting */
 	int			dsa_tranche;
 	/* Lock parents seen to exist, by hash (see lock_recipe.c); 0: none. */
 	pg_atomic_uint64 known_parents[ZK_KNOWN_PARENTS];

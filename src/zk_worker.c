@@ -27,6 +27,7 @@
  */
 #include "postgres.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 #include <zookeeper/zookeeper.h>
@@ -55,6 +56,8 @@ PGDLLEXPORT void zklock_worker_main(Datum arg);
 #define SLOT_CHECK_MS 1000
 /* How long to wait before opening a session again after zookeeper_init failed. */
 #define OPEN_RETRY_MS 1000
+/* Replies taken in after a wait before the queue is looked at again. */
+#define REPLIES_PER_TURN 64
 
 typedef enum WatchKind
 {
@@ -701,15 +704,16 @@ child_watch_done(int rc, const struct String_vector *strings, const void *data)
 	call_free(call);
 }
 
-/* Set ww on the server; reply, if any, is the backend's request to answer. */
+/*
+ * Set ww on the server; reply, if any, is the backend's request to answer.
+ * Outside the client only (see arm_watch).
+ */
 static void
-arm_watch(WorkerWatch *ww, Call *reply)
+arm_watch_now(WorkerWatch *ww, Call *reply)
 {
 	Call	   *call;
 	int			rc;
 
-	if (defer(DEFER_ARM, reply, ww))
-		return;
 	call = reply ? reply : call_new(CALL_ARM);
 	call->watch = ww;
 	client_depth++;
@@ -725,6 +729,14 @@ arm_watch(WorkerWatch *ww, Call *reply)
 		call_free(call);
 	}
 	client_depth--;
+}
+
+/* arm_watch_now, or from a callback, later in the main loop. */
+static void
+arm_watch(WorkerWatch *ww, Call *reply)
+{
+	if (!defer(DEFER_ARM, reply, ww))
+		arm_watch_now(ww, reply);
 }
 
 /* ---- replies ---- */
@@ -967,7 +979,8 @@ issue_call_now(Call *call, SharedRequest *sr)
 			break;
 		case ZKREQ_WATCH:
 		case ZKREQ_POKE_WATCH:
-			arm_watch(watch_new(sr->slot, sr->incarnation,
+			/* Not deferred: issue_call decided that already. */
+			arm_watch_now(watch_new(sr->slot, sr->incarnation,
 								sr->kind == ZKREQ_WATCH ? WATCH_WAITER : WATCH_POKE,
 								sr->kind == ZKREQ_WATCH ? sr->arg : ZWATCHTYPE_DATA,
 								path, InvalidDsaPointer),
@@ -1271,11 +1284,11 @@ check_slots(void)
 {
 	int64		now = bridge_now_ms();
 	bool		full = now - last_slot_check >= SLOT_CHECK_MS;
-	bool		exits;
+	bool		changed;
 
 	SpinLockAcquire(&zk_shared->mutex);
-	exits = zk_shared->exits_pending;
-	zk_shared->exits_pending = false;
+	changed = zk_shared->slots_changed;
+	zk_shared->slots_changed = false;
 	SpinLockRelease(&zk_shared->mutex);
 	if (full)
 		last_slot_check = now;
@@ -1294,7 +1307,11 @@ check_slots(void)
 		bool		pending;
 		Latch	   *latch = NULL;
 
-		if (!busy && !exits)
+		/*
+		 * A slot whose backend neither changed nor is exiting needs a look
+		 * only when backends gone without a word are looked for.
+		 */
+		if (!(changed || ws->exit_seen || (busy && full)))
 			continue;
 		SpinLockAcquire(&zk_shared->mutex);
 		pid = s->pid;
@@ -1688,12 +1705,29 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 		ready |= ZOOKEEPER_READ;
 	if (rc & WL_SOCKET_WRITEABLE)
 		ready |= ZOOKEEPER_WRITE;
-	if (handle != NULL)
+	if (handle == NULL)
+		return;
+	client_depth++;
+	zookeeper_process(handle, ready);
+
+	/*
+	 * The client takes in one reply per call: take in those that arrived
+	 * with it before waiting again (a bounded number, so that new requests
+	 * go out too), or a busy server costs a whole turn per reply.
+	 */
+	for (int i = 0; (ready & ZOOKEEPER_READ) && i < REPLIES_PER_TURN; i++)
 	{
-		client_depth++;
-		zookeeper_process(handle, ready);
-		client_depth--;
+		struct pollfd pfd = {0};
+
+		if (zookeeper_interest(handle, &fd, &interest, &tv) != ZOK || fd < 0)
+			break;
+		pfd.fd = fd;
+		pfd.events = POLLIN;
+		if (poll(&pfd, 1, 0) <= 0)
+			break;
+		zookeeper_process(handle, ZOOKEEPER_READ);
 	}
+	client_depth--;
 }
 
 /* ---- ending a previous worker's session ---- */
