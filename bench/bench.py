@@ -733,13 +733,19 @@ def bench_first_use(t):
     log('  first use: %d rounds' % CONF['first_use_rounds'])
 
     def measure(v, r):
-        row = t.nodes[0].sql('SELECT * FROM bench_first_use(%s, %d)'
-                       % (quote('first-use'), CONF['first_use_later']))[0]
-        return [float(x) * 1000 for x in row]
+        if v == 'zklock':
+            sql = 'SELECT * FROM bench_first_use(%s, %d)' % (
+                quote('first-use'), CONF['first_use_later'])
+        else:
+            sql = 'SELECT * FROM bench_first_use_advisory(%d)' % CONF['first_use_later']
+        return [float(x) * 1000 for x in t.nodes[0].sql(sql)[0]]
 
-    xs = t.rounds(CONF['first_use_rounds'], ['first'], measure)['first']
-    return {'first_' + k: median([x[i] for x in xs])
-            for i, k in enumerate(('acquire', 'later'))}
+    xs = t.rounds(CONF['first_use_rounds'], ['zklock', 'advisory'], measure)
+    out = {}
+    for v, prefix in (('zklock', 'first_'), ('advisory', 'first_adv_')):
+        for i, k in enumerate(('acquire', 'later')):
+            out[prefix + k] = median([x[i] for x in xs[v]])
+    return out
 
 
 # ---- 7. one session per server ----
@@ -1009,6 +1015,11 @@ def table_rows(res):
     row('  first acquire (the server\'s session is open already)', lambda r: fmt(r['first_acquire'], '.2f'))
     row('  later acquire, same backend', lambda r: fmt(r['first_later'], '.2f'))
     row('  first / later', lambda r: fmt(r['first_acquire'] / r['first_later'], '.2f') + 'x')
+    row('  pg_advisory_lock in a new backend, first / later (ms)',
+        lambda r: '%s / %s' % (fmt(r['first_adv_acquire'], '.2f'), fmt(r['first_adv_later'], '.2f')))
+    row('  zklock\'s first acquire beyond a later one, less pg_advisory_lock\'s (ms)',
+        lambda r: fmt((r['first_acquire'] - r['first_later'])
+                      - (r['first_adv_acquire'] - r['first_adv_later']), '.2f'))
 
     rows.append(('one ZooKeeper session per server: %s backends of node_a holding a lock each'
                  % format(CONF['backends'], ','), None))
@@ -1129,8 +1140,9 @@ differences as noise.
   matched to waiters by the owner of their queue node.  CPU is utime+stime
   of all waiting backends from /proc.  Then the holder lets go: the waiters
   must be granted in the order of their queue nodes' sequence numbers.
-* **First use**: a new backend's first zklock call loads the library (no
-  ZooKeeper session yet); its first acquire opens the ZooKeeper session.
+* **First use**: a new backend's first zklock acquire (the library is
+  preloaded and the server's session is the session worker's already: the
+  backend takes its slot in shared memory) against its later ones.
 * **Deadlock detection**: a backend on one node takes lock a, then waits for
   b; a backend on the other takes b, then (200 ms later) waits for a and so
   closes the cycle, as the victim.  It reports the time from the start of

@@ -173,5 +173,27 @@ BEGIN
   later_s := extract(epoch FROM later) / n;
 END $$;
 
+-- The same for pg_advisory_lock: what PostgreSQL's own first call in a new
+-- backend costs (catalog caches, the statement's plan).
+CREATE FUNCTION bench_first_use_advisory(n int,
+                                         OUT first_s float8, OUT later_s float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+  t0 timestamptz;
+  later interval := '0';
+BEGIN
+  t0 := clock_timestamp();
+  PERFORM pg_advisory_lock(7);
+  first_s := extract(epoch FROM clock_timestamp() - t0);
+  PERFORM pg_advisory_unlock(7);
+  FOR i IN 1..n LOOP
+    t0 := clock_timestamp();
+    PERFORM pg_advisory_lock(7);
+    later := later + (clock_timestamp() - t0);
+    PERFORM pg_advisory_unlock(7);
+  END LOOP;
+  later_s := extract(epoch FROM later) / n;
+END $$;
+
 -- The 1,000-backend measurement opens its backends through dblink.
 CREATE EXTENSION IF NOT EXISTS dblink;
