@@ -9,7 +9,10 @@ OBJS = \
 	src/zk_worker.o \
 	src/session_file.o \
 	src/zk_session.o \
+	src/zk_nodes.o \
+	src/znode_path.o \
 	src/lock_name.o \
+	src/lock_node.o \
 	src/lock_recipe.o \
 	src/deadlock.o \
 	src/lock_table.o \

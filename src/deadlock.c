@@ -63,10 +63,11 @@
 
 #include "deadlock.h"
 #include "guc.h"
-#include "lock_recipe.h"
+#include "lock_node.h"
 #include "node_info.h"
 #include "stats.h"
 #include "zk_bridge.h"
+#include "zk_nodes.h"
 #include "zk_session.h"
 
 #define WAITS_DIR "%waits"
@@ -151,6 +152,28 @@ await_reply(DeadlockWait *w, ZkRequest *req)
 	return zk_session_await(req, w->deadline, "looking for a deadlock");
 }
 
+/* The LOG line of a request of a look that failed: one sentence per action. */
+static int
+look_failed_message(ZkAction action, const char *path, int rc)
+{
+	switch (action)
+	{
+		case ZK_ACTION_CREATE:
+			return errmsg("zklock: could not publish a wait in \"%s\" while looking for a deadlock: %s",
+						  path, zerror(rc));
+		case ZK_ACTION_LIST:
+			return errmsg("zklock: could not list children of \"%s\" while looking for a deadlock: %s",
+						  path, zerror(rc));
+		case ZK_ACTION_READ:
+			return errmsg("zklock: could not read \"%s\" while looking for a deadlock: %s",
+						  path, zerror(rc));
+		case ZK_ACTION_WATCH:
+			return errmsg("zklock: could not watch \"%s\" while looking for a deadlock: %s",
+						  path, zerror(rc));
+	}
+	return 0;
+}
+
 /*
  * A look cut short by a reply lost with the connection is tried again after
  * another deadlock_timeout: the wait goes on, and the cycle may still be
@@ -158,14 +181,12 @@ await_reply(DeadlockWait *w, ZkRequest *req)
  * unchecked.  A deadlock check never fails the wait it checks.
  */
 static void
-look_cut_short(DeadlockWait *w, int rc, const char *what, const char *path)
+look_cut_short(DeadlockWait *w, int rc, ZkAction action, const char *path)
 {
 	if (bridge_reply_lost(rc) || rc == ZSESSIONEXPIRED)
 		w->retry_at = bridge_now_ms() + DeadlockTimeout;
 	else
-		ereport(LOG,
-				(errmsg("zklock: could not %s \"%s\" while looking for a deadlock: %s",
-						what, path, zerror(rc))));
+		ereport(LOG, look_failed_message(action, path, rc));
 }
 
 /*
@@ -209,7 +230,7 @@ publish(DeadlockWait *w, const char *data)
 			break;
 		/* Its errors (an ACL, say) are this look's, not the wait's. */
 		rc = ZOK;
-		if (!lock_recipe_create_path(waits_dir(), w->deadline, &rc))
+		if (!zk_create_path(waits_dir(), w->deadline, &rc))
 			return false;
 		if (rc != ZOK)
 			break;
@@ -228,7 +249,7 @@ publish(DeadlockWait *w, const char *data)
 	}
 	w->published = rc == ZOK;
 	if (!w->published)
-		look_cut_short(w, rc, "publish a wait in", w->entry);
+		look_cut_short(w, rc, ZK_ACTION_CREATE, w->entry);
 	return w->published;
 }
 
@@ -262,7 +283,7 @@ follow_blockers(Graph *g, int i)
 		 * this session may not list, named by a wait entry anyone could have
 		 * written) ends this path only.
 		 */
-		look_cut_short(g->w, req->rc, "list children of", m->parent);
+		look_cut_short(g->w, req->rc, ZK_ACTION_LIST, m->parent);
 		if (bridge_reply_lost(req->rc) || req->rc == ZSESSIONEXPIRED)
 			g->failed = req->rc;
 		bridge_free(req);
@@ -345,7 +366,7 @@ read_entry(Graph *g, Member *m)
 	}
 	else if (req->rc != ZOK && req->rc != ZNONODE)
 	{
-		look_cut_short(g->w, req->rc, "read", m->entry);
+		look_cut_short(g->w, req->rc, ZK_ACTION_READ, m->entry);
 		if (bridge_reply_lost(req->rc) || req->rc == ZSESSIONEXPIRED)
 			g->failed = req->rc;
 	}
@@ -462,7 +483,7 @@ still_there(Graph *g, int *path, int n, bool *real, int64 *czxids)
 			{
 				*real = false;
 				if (reqs[r]->rc != ZNONODE)
-					look_cut_short(g->w, reqs[r]->rc, "read", reqs[r]->path);
+					look_cut_short(g->w, reqs[r]->rc, ZK_ACTION_READ, reqs[r]->path);
 			}
 		}
 	}
@@ -583,7 +604,7 @@ deadlock_check(DeadlockWait *w)
 		bridge_free(watch);
 		if (rc != ZOK)
 		{
-			look_cut_short(w, rc, "watch", w->entry);
+			look_cut_short(w, rc, ZK_ACTION_WATCH, w->entry);
 			return;
 		}
 	}

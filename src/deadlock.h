@@ -5,9 +5,7 @@
 #ifndef ZKLOCK_DEADLOCK_H
 #define ZKLOCK_DEADLOCK_H
 
-#include <zookeeper/zookeeper.h>
-
-#include "lock_recipe.h"
+#include "lock_node.h"
 
 /* A wait the recipe hands to the detector. */
 typedef struct DeadlockWait

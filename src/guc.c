@@ -18,7 +18,7 @@
 #include "utils/guc.h"
 
 #include "guc.h"
-#include "lock_name.h"
+#include "znode_path.h"
 
 char	   *zklock_hosts = NULL;
 char	   *zklock_root = NULL;

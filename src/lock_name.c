@@ -25,6 +25,7 @@
 
 #include "guc.h"
 #include "lock_name.h"
+#include "znode_path.h"
 
 static bool
 is_safe_byte(unsigned char c)
@@ -140,94 +141,6 @@ zklock_parent_path(const char *name)
 
 	pfree(encoded);
 	return path;
-}
-
-/*
- * An absolute znode path ZooKeeper accepts: components non-empty, not "." or
- * "..", no control characters, no trailing slash.  "/" alone is not allowed
- * here (callers that mean the root handle it themselves).
- */
-bool
-zklock_valid_znode_path(const char *path)
-{
-	const char *p = path;
-
-	if (p[0] != '/' || p[1] == '\0')
-		return false;
-	while (*p == '/')
-	{
-		const char *start = ++p;
-		size_t		n;
-
-		while (*p && *p != '/')
-		{
-			unsigned char c = (unsigned char) *p;
-
-			if (c < 0x20 || c == 0x7F)
-				return false;
-			p++;
-		}
-		n = p - start;
-		if (n == 0 || (n == 1 && start[0] == '.') ||
-			(n == 2 && start[0] == '.' && start[1] == '.'))
-			return false;
-	}
-	return *p == '\0';
-}
-
-/* Is path /zookeeper or below it, the tree ZooKeeper keeps for itself? */
-bool
-zklock_in_reserved_tree(const char *path)
-{
-	return strcmp(path, "/zookeeper") == 0 || strncmp(path, "/zookeeper/", 11) == 0;
-}
-
-/*
- * Why path cannot be the top of a subtree named in a zklock setting
- * (zklock.root, an entry of zklock.absolute_paths), as a detail sentence
- * about what; NULL if it can be.
- */
-char *
-zklock_subtree_problem(const char *what, const char *path)
-{
-	if (path[0] != '/')
-		return psprintf("%s must be an absolute ZooKeeper path, starting with \"/\".", what);
-	if (strcmp(path, "/") == 0)
-		return psprintf("%s must not be the ZooKeeper root itself.", what);
-	if (zklock_in_reserved_tree(path))
-		return psprintf("%s is inside the /zookeeper subtree, which ZooKeeper reserves.", what);
-	if (!zklock_valid_znode_path(path))
-		return psprintf("%s must be a valid ZooKeeper path: no empty, \".\" or \"..\" components, no trailing \"/\", no control characters.", what);
-	return NULL;
-}
-
-/*
- * The entries of a comma-separated list of paths (zklock.absolute_paths),
- * without the blanks around them, as a List of palloc'd strings; an empty
- * entry is an empty string.  An empty or blank list has no entries.
- */
-List *
-zklock_split_path_list(const char *list)
-{
-	List	   *entries = NIL;
-	const char *p = list;
-
-	if (p[strspn(p, " \t")] == '\0')
-		return NIL;
-	for (;;)
-	{
-		const char *end = strchr(p, ',');
-		const char *stop = end ? end : p + strlen(p);
-
-		while (p < stop && (*p == ' ' || *p == '\t'))
-			p++;
-		while (stop > p && (stop[-1] == ' ' || stop[-1] == '\t'))
-			stop--;
-		entries = lappend(entries, pnstrdup(p, stop - p));
-		if (end == NULL)
-			return entries;
-		p = end + 1;
-	}
 }
 
 /*

@@ -29,10 +29,11 @@
 #include "compat.h"
 #include "guc.h"
 #include "lock_name.h"
-#include "lock_recipe.h"
+#include "lock_node.h"
 #include "lock_table.h"
 #include "node_info.h"
 #include "zk_bridge.h"
+#include "zk_nodes.h"
 #include "zk_session.h"
 
 PG_FUNCTION_INFO_V1(zk_lock_queue);
@@ -132,7 +133,7 @@ take_listing(QueueRead *r, LockRead *l, ZkRequest **slot, bool gate,
 		return false;
 	}
 	if (req->rc != ZOK && req->rc != ZNONODE)
-		zk_report_error(req->rc, "list children of", req->path);
+		zk_report_error(req->rc, ZK_ACTION_LIST, req->path);
 	if (req->rc == ZOK)
 		qsort(req->children, req->nchildren, sizeof(char *), lock_node_order);
 	for (int i = 0; req->rc == ZOK && i < req->nchildren; i++)
@@ -277,7 +278,7 @@ read_batch(QueueRead *r, LockRead *locks, int n)
 			else if (q->get->rc == ZNOAUTH)
 				q->unreadable = true;
 			else if (q->get->rc != ZOK)
-				zk_report_error(q->get->rc, "read", q->child);
+				zk_report_error(q->get->rc, ZK_ACTION_READ, q->child);
 			else
 			{
 				q->czxid = q->get->czxid;
@@ -385,7 +386,7 @@ emit_queues(FunctionCallInfo fcinfo, QueueRowEmitter emit)
 			r.listing = bridge_get_children(zklock_root);
 			await_request(r.listing);
 			if (r.listing->rc != ZOK && r.listing->rc != ZNONODE)
-				zk_report_error(r.listing->rc, "list children of", zklock_root);
+				zk_report_error(r.listing->rc, ZK_ACTION_LIST, zklock_root);
 			n = r.listing->rc == ZOK ? r.listing->nchildren : 0;
 			children = palloc(sizeof(char *) * (n + 1));
 			for (int i = 0; i < n; i++)

@@ -4,15 +4,12 @@
  *	  InterProcessReadWriteLock and InterProcessSemaphoreV2 do them.
  *
  * To acquire, create an EPHEMERAL_SEQUENTIAL child of the lock's parent,
- * "_c_<tag>-lock-NNNNNNNNNN" (exclusive; "_c_<tag>-__WRIT__" with
- * zklock.exclusive_naming = readwrite) or "_c_<tag>-__READ__" (shared), and
- * list the parent's children, ordered by the 10-digit sequence suffix.  An
- * exclusive lock is held by the lowest child; a shared one by a child with no
- * writer below it.  Otherwise set a get-data watch on the nearest child that
- * blocks us only (no herd: a release wakes one waiter) and look again when it
- * fires.  The children request is sent right behind the create without
- * waiting: ZooKeeper answers a session's requests in order, so the listing
- * already contains the new node.
+ * named as lock_node.c says, and list the parent's children.  lock_node.c
+ * judges the listing: held, or the nearest child that blocks us.  Then set a
+ * get-data watch on that child only (no herd: a release wakes one waiter)
+ * and look again when it fires.  The children request is sent right behind
+ * the create without waiting: ZooKeeper answers a session's requests in
+ * order, so the listing already contains the new node.
  *
  * A semaphore with N permits is held by the N lowest children of
  * <parent>/leases.  A waiter first takes the exclusive lock <parent>/locks, so
@@ -24,8 +21,6 @@
  */
 #include "postgres.h"
 
-#include <ctype.h>
-
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
@@ -36,21 +31,17 @@
 #include "compat.h"
 #include "guc.h"
 #include "deadlock.h"
+#include "lock_node.h"
 #include "lock_recipe.h"
 #include "node_info.h"
 #include "zk_bridge.h"
+#include "zk_nodes.h"
 #include "zk_session.h"
 
 /* Container parents may vanish between our calls; don't loop forever. */
 #define MAX_PARENT_RETRIES 10
 
 /* Bound on the parents remembered as existing (16 bytes and change each). */
-
-const char *const lock_mode_names[] = {
-	[LOCK_MODE_EXCLUSIVE] = "exclusive",
-	[LOCK_MODE_SHARED] = "shared",
-	[LOCK_MODE_SEMAPHORE] = "semaphore",
-};
 
 /*
  * One call's acquisition: one attempt, or two for a semaphore (its gate,
@@ -93,24 +84,6 @@ typedef struct Attempt
 	bool		created_again;	/* ... and was not found, so it was redone */
 	DeadlockWait dl;			/* our wait, for deadlock detection */
 } Attempt;
-
-void
-zk_report_error(int rc, const char *action, const char *path)
-{
-	if (rc == ZNOAUTH || rc == ZAUTHFAILED)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to %s ZooKeeper node \"%s\"", action, path),
-				 errdetail("ZooKeeper answered: %s.", zerror(rc)),
-				 errhint("The node's ACL does not admit this session's credentials: set zklock.auth to the credentials the lock tree was created with.")));
-
-	ereport(ERROR,
-			(errcode(rc == ZCONNECTIONLOSS || rc == ZSESSIONEXPIRED ||
-					 rc == ZOPERATIONTIMEOUT || rc == ZCLOSING ||
-					 rc == ZINVALIDSTATE ?
-					 ERRCODE_CONNECTION_FAILURE : ERRCODE_SYSTEM_ERROR),
-			 errmsg("could not %s ZooKeeper node \"%s\": %s", action, path, zerror(rc))));
-}
 
 /* Milliseconds the attempt may still wait: -1 without limit, 0 when out. */
 static long
@@ -162,102 +135,6 @@ free_request(ZkRequest **req)
 {
 	bridge_free(*req);
 	*req = NULL;
-}
-
-/* The trailing 10-digit sequence number of a lock child, -1 if none. */
-int64
-lock_node_sequence(const char *name)
-{
-	size_t		len = strlen(name);
-	int64		seq = 0;
-
-	if (len < 10)
-		return -1;
-	for (const char *p = name + len - 10; *p; p++)
-	{
-		if (*p < '0' || *p > '9')
-			return -1;
-		seq = seq * 10 + (*p - '0');
-	}
-	return seq;
-}
-
-/*
- * Create path and every ancestor of it that is missing, root first, in one
- * pipelined batch.  All are containers, so the server removes each once its
- * last child is gone (zklock.root too: a lock tree nobody uses leaves
- * nothing behind).  False if deadline (0: none) passed first.  An error
- * raises, unless error is given: then the first one is left there.
- */
-bool
-lock_recipe_create_path(const char *target, int64 deadline,
-						int *error)
-{
-	char	   *path = pstrdup(target);
-	int			n = 0;
-	ZkRequest **reqs;
-	char	   *p;
-	volatile bool answered = true;
-
-	for (p = path + 1; *p; p++)
-		if (*p == '/')
-			n++;
-	reqs = palloc0(sizeof(ZkRequest *) * (n + 1));
-
-	n = 0;
-	for (p = path + 1;; p++)
-	{
-		if (*p == '/' || *p == '\0')
-		{
-			bool		last = (*p == '\0');
-
-			*p = '\0';
-			reqs[n++] = bridge_create(path, "", 0, ZOO_CONTAINER, NULL);
-			if (last)
-				break;
-			*p = '/';
-		}
-	}
-
-	PG_TRY();
-	{
-		for (int i = 0; i < n &&
-			 (answered = zk_session_await(reqs[i], deadline, "creating lock nodes"));
-			 i++)
-		{
-			int			rc = reqs[i]->rc;
-
-			if (error != NULL)
-			{
-				if (rc != ZOK && rc != ZNODEEXISTS && *error == ZOK)
-					*error = rc;
-			}
-			else if (rc == ZNONODE && i == 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("the chroot in zklock.hosts does not exist"),
-						 errdetail("Creating \"%s\" below it failed: %s.",
-								   reqs[i]->path, zerror(rc)),
-						 errhint("Create the chroot node, or remove it from zklock.hosts.")));
-			/* Lost replies are harmless: the next create attempt retries. */
-			else if (rc != ZOK && rc != ZNODEEXISTS && !bridge_reply_lost(rc) &&
-					 rc != ZNONODE)
-				zk_report_error(rc, "create", reqs[i]->path);
-			free_request(&reqs[i]);
-		}
-	}
-	PG_CATCH();
-	{
-		for (int i = 0; i < n; i++)
-			drop_request(&reqs[i]);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	for (int i = 0; i < n; i++)
-		drop_request(&reqs[i]);
-	pfree(reqs);
-	pfree(path);
-	return answered;
 }
 
 /*
@@ -343,7 +220,7 @@ find_lost_create(Attempt *a)
 		return false;
 	rc = a->children->rc;
 	if (rc != ZOK && rc != ZNONODE)
-		zk_report_error(rc, "list children of", a->parent);
+		zk_report_error(rc, ZK_ACTION_LIST, a->parent);
 	for (int i = 0; rc == ZOK && i < a->children->nchildren; i++)
 		if (strstr(a->children->children[i], a->tag) != NULL)
 			a->node = psprintf("%s/%s", a->parent, a->children->children[i]);
@@ -365,7 +242,7 @@ find_lost_create(Attempt *a)
 	if (!request_until_answered(a, &a->get, bridge_get, a->node))
 		return false;
 	if (a->get->rc != ZOK)
-		zk_report_error(a->get->rc, "read", a->node);
+		zk_report_error(a->get->rc, ZK_ACTION_READ, a->node);
 	a->czxid = a->get->czxid;
 	free_request(&a->get);
 	return true;
@@ -411,11 +288,11 @@ enqueue(Attempt *a)
 		}
 		else if (rc == ZNONODE && tries < MAX_PARENT_RETRIES)
 		{
-			if (!lock_recipe_create_path(a->parent, a->acq->deadline, NULL))
+			if (!zk_create_path(a->parent, a->acq->deadline, NULL))
 				return false;
 		}
 		else
-			zk_report_error(rc, "create", a->prefix);
+			zk_report_error(rc, ZK_ACTION_CREATE, a->prefix);
 	}
 }
 
@@ -428,121 +305,6 @@ arm_lock_timeout(Attempt *a)
 		enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
 		a->acq->lock_timeout_armed = true;
 	}
-}
-
-/*
- * The kind of a lock child, by the naming conventions of zklock, Curator and
- * Kazoo: readers are "__READ__" (Curator) or "__rlock__" (Kazoo), semaphore
- * leases "-lease-"; everything else is a writer.
- */
-LockMode
-lock_node_mode(const char *name)
-{
-	if (strstr(name, "__READ__") != NULL || strstr(name, "__rlock__") != NULL)
-		return LOCK_MODE_SHARED;
-	if (strstr(name, "-lease-") != NULL)
-		return LOCK_MODE_SEMAPHORE;
-	return LOCK_MODE_EXCLUSIVE;
-}
-
-/* The permits a semaphore lease was taken with, from its name; -1 if none. */
-int
-lock_node_permits(const char *name)
-{
-	const char *p = strstr(name, "-permits");
-
-	return p ? atoi(p + strlen("-permits")) : -1;
-}
-
-/*
- * The part of a lock node's name that all nodes of one zklock backend's
- * ZooKeeper session share: "_c_" and the session part of the attempt tag.
- * Copied into key (ZK_SESSION_KEY_LEN + 1 bytes); false for a name of another
- * shape (Kazoo's, say).  Curator's protected names have the same shape with
- * a random UUID, which no zklock session shares.
- */
-bool
-lock_node_session_key(const char *name, char *key)
-{
-	const char *p = strrchr(name, '/');
-
-	p = p ? p + 1 : name;
-	if (strncmp(p, "_c_", 3) != 0 || strlen(p) < ZK_SESSION_KEY_LEN)
-		return false;
-	for (int i = 3; i < ZK_SESSION_KEY_LEN; i++)
-	{
-		char		c = p[i];
-		bool		dash = i == 3 + 8 || i == 3 + 13;
-
-		if (dash ? c != '-' : !isxdigit((unsigned char) c))
-			return false;
-	}
-	memcpy(key, p, ZK_SESSION_KEY_LEN);
-	key[ZK_SESSION_KEY_LEN] = '\0';
-	return true;
-}
-
-/*
- * Does the node lower, queued below own in the same lock, keep own (of mode)
- * from holding?  The one rule for the recipe, the queue listing and the
- * deadlock check.  A reader waits only for writers, and not for a writer of
- * its own backend: a backend that holds the exclusive lock may take the
- * shared one too (see refuse_downgrade).  Semaphore leases are counted
- * instead: none blocks on its own.
- */
-bool
-lock_node_blocks(LockMode mode, const char *own, const char *lower)
-{
-	char		own_key[ZK_SESSION_KEY_LEN + 1];
-	char		lower_key[ZK_SESSION_KEY_LEN + 1];
-
-	switch (mode)
-	{
-		case LOCK_MODE_EXCLUSIVE:
-			return true;
-		case LOCK_MODE_SHARED:
-			if (lock_node_mode(lower) == LOCK_MODE_SHARED)
-				return false;
-			return !(lock_node_session_key(own, own_key) &&
-					 lock_node_session_key(lower, lower_key) &&
-					 strcmp(own_key, lower_key) == 0);
-		case LOCK_MODE_SEMAPHORE:
-			return false;
-	}
-	return true;
-}
-
-/*
- * The nodes of sorted[0, c) (a queue's node names in lock_node_order) that
- * keep sorted[c] from holding, by lock_node_blocks: their indexes go to
- * blockers (if not NULL); returns how many there are.  The queue listing and
- * the deadlock check judge by it; for semaphores it is not the rule (see
- * lock_queue.c).
- */
-int
-lock_node_blockers(const char *const *sorted, int c, int *blockers)
-{
-	LockMode	mode = lock_node_mode(sorted[c]);
-	int			n = 0;
-
-	for (int i = 0; i < c; i++)
-		if (lock_node_blocks(mode, sorted[c], sorted[i]))
-		{
-			if (blockers)
-				blockers[n] = i;
-			n++;
-		}
-	return n;
-}
-
-/* qsort order of node names (char *): by their sequence suffix. */
-int
-lock_node_order(const void *a, const void *b)
-{
-	int64		x = lock_node_sequence(*(const char *const *) a);
-	int64		y = lock_node_sequence(*(const char *const *) b);
-
-	return (x > y) - (x < y);
 }
 
 /*
@@ -629,81 +391,135 @@ await_watch(Attempt *a, uint64 events)
 	}
 }
 
-/*
- * Judge the listing in a->children (answered, and freed here): true if our
- * node holds.  Otherwise *pred gets the nearest lower node that blocks us
- * (palloc'd; for a lock, what to watch).  Raises if our node is gone, if a
- * semaphore's leases were taken with other permits, or for a downgrade that
- * would wait for itself.
- */
-static bool
-judge_listing(Attempt *a, const char *own, int64 own_seq, char **pred)
+/* Children carrying our tag beside our node: creates whose replies were lost. */
+static void
+delete_twins(Attempt *a, const char *own, ZkRequest *listing)
 {
-	ZkRequest  *listing = a->children;
-	int64		pred_seq = -1;
-	int			lower = 0;
-	bool		found = false;
-
-	*pred = NULL;
-	if (listing->rc != ZOK)
-		zk_report_error(listing->rc, "list children of", a->parent);
 	for (int i = 0; i < listing->nchildren; i++)
 	{
 		const char *child = listing->children[i];
-		int64		seq = lock_node_sequence(child);
 
-		if (strcmp(child, own) == 0)
-			found = true;
-		else if (strstr(child, a->tag) != NULL)
+		/* A twin from a lost create we could not see: never keep two. */
+		if (strcmp(child, own) != 0 && strstr(child, a->tag) != NULL)
 		{
-			/* A twin from a lost create we could not see: never keep two. */
 			char	   *twin = psprintf("%s/%s", a->parent, child);
 
 			bridge_delete_node(twin);
 			pfree(twin);
 		}
-		else if (seq >= 0 && seq < own_seq)
-		{
-			bool		blocker = lock_node_blocks(a->mode, own, child);
+	}
+}
 
-			if (a->mode == LOCK_MODE_SEMAPHORE &&
-				lock_node_permits(child) != a->permits)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("semaphore is in use with a different number of permits"),
-						 errdetail("Node \"%s/%s\" was taken with %d permits; this call asks for %d.",
-								   a->parent, child, lock_node_permits(child),
-								   a->permits),
-						 errhint("Use the same permits for a semaphore everywhere.")));
-			lower++;
-			if (blocker && a->own_writer != NULL)
-				refuse_downgrade(a, child);
-			if (blocker && seq > pred_seq)
-			{
-				if (*pred)
-					pfree(*pred);
-				*pred = pstrdup(child);
-				pred_seq = seq;
-			}
-		}
+/*
+ * Judge the listing in a->children (answered, and freed here) by the rules
+ * of lock_node.c: true if our node holds.  Otherwise *pred gets the nearest
+ * lower node that blocks us (palloc'd; for a lock, what to watch).  Raises if
+ * our node is gone, if a semaphore's leases were taken with other permits,
+ * or for a downgrade that would wait for itself.
+ */
+static bool
+judge_listing(Attempt *a, const char *own, char **pred)
+{
+	ZkRequest  *listing = a->children;
+	const char *const *children = (const char *const *) listing->children;
+	LockVerdict v;
+
+	*pred = NULL;
+	if (listing->rc != ZOK)
+		zk_report_error(listing->rc, ZK_ACTION_LIST, a->parent);
+	delete_twins(a, own, listing);
+	lock_node_judge(children, listing->nchildren, own, a->mode, a->permits,
+					a->tag, &v);
+	if (v.other_permits >= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("semaphore is in use with a different number of permits"),
+				 errdetail("Node \"%s/%s\" was taken with %d permits; this call asks for %d.",
+						   a->parent, children[v.other_permits],
+						   lock_node_permits(children[v.other_permits]),
+						   a->permits),
+				 errhint("Use the same permits for a semaphore everywhere.")));
+	if (v.predecessor >= 0)
+	{
+		if (a->own_writer != NULL)
+			refuse_downgrade(a, children[v.predecessor]);
+		*pred = pstrdup(children[v.predecessor]);
 	}
 	free_request(&a->children);
-	if (!found)
+	if (!v.own_found)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("ZooKeeper node \"%s\" was deleted while waiting for the lock", a->node),
 				 errdetail("Something other than this backend removed it.")));
-	return a->mode == LOCK_MODE_SEMAPHORE ? lower < a->permits : *pred == NULL;
+	return v.held;
 }
 
 /* List the queue (again after lost replies) and judge it; see judge_listing. */
 static bool
-look(Attempt *a, const char *own, int64 own_seq, char **pred, bool *held)
+look(Attempt *a, const char *own, char **pred, bool *held)
 {
 	if (!request_until_answered(a, &a->children, bridge_get_children,
 								a->parent))
 		return false;
-	*held = judge_listing(a, own, own_seq, pred);
+	*held = judge_listing(a, own, pred);
+	return true;
+}
+
+/*
+ * Wait for what keeps our node own from holding: the nearest node that
+ * blocks it (pred), or, for a semaphore's head waiter, any change of the
+ * leases.  Returns when it changed or the session had an event, with *held
+ * set if a second look found us holding; false when the deadline passed.
+ */
+static bool
+wait_for_turn(Attempt *a, const char *own, const char *pred, bool *held)
+{
+	uint64		events;
+	int			rc;
+
+	*held = false;
+	arm_lock_timeout(a);
+	if (a->watched)
+		pfree(a->watched);
+	if (a->mode == LOCK_MODE_SEMAPHORE)
+	{
+		a->watched = pstrdup(a->parent);
+		a->watch_type = ZWATCHTYPE_CHILD;
+	}
+	else
+	{
+		a->watched = psprintf("%s/%s", a->parent, pred);
+		a->watch_type = ZWATCHTYPE_DATA;
+	}
+
+	events = bridge_watch_events();
+	a->watch = bridge_watch(a->watched, a->watch_type);
+	if (!await_reply(a, a->watch))
+		return false;
+	rc = a->watch->rc;
+	free_request(&a->watch);
+	if (rc == ZOK && a->watch_type == ZWATCHTYPE_CHILD)
+	{
+		char	   *again;
+
+		/*
+		 * The leases' watch is set after they were listed: a lease that went
+		 * in between would never be heard of, and the head waiter would wait
+		 * for good.  Look again now that it is armed: what goes from now on
+		 * fires it.
+		 */
+		if (!look(a, own, &again, held))
+			return false;
+		if (*held)
+			return true;
+	}
+	if (rc == ZOK)
+		return await_watch(a, events);
+	if (bridge_reply_lost(rc))
+		return await_reconnect(a);
+	/* ZNONODE: the predecessor left before we could watch it. */
+	if (rc != ZNONODE)
+		zk_report_error(rc, ZK_ACTION_WATCH, a->watched);
 	return true;
 }
 
@@ -715,12 +531,10 @@ static bool
 run_attempt(Attempt *a)
 {
 	const char *own;
-	int64		own_seq;
 
 	if (!enqueue(a))
 		return false;
 	own = strrchr(a->node, '/') + 1;
-	own_seq = lock_node_sequence(own);
 	a->dl.name = a->name;
 	a->dl.parent = a->parent;
 	a->dl.node = a->node;
@@ -732,63 +546,17 @@ run_attempt(Attempt *a)
 	{
 		char	   *pred;
 		bool		held;
-		uint64		events;
-		int			rc;
 
-		if (!look(a, own, own_seq, &pred, &held))
+		if (!look(a, own, &pred, &held))
 			return false;
 		if (held)
 			return true;
 		if (a->acq->timeout_ms == 0)
 			return false;
-
-		arm_lock_timeout(a);
-		if (a->watched)
-			pfree(a->watched);
-		/* A semaphore's head waiter watches the leases; others one node. */
-		if (a->mode == LOCK_MODE_SEMAPHORE)
-		{
-			a->watched = pstrdup(a->parent);
-			a->watch_type = ZWATCHTYPE_CHILD;
-		}
-		else
-		{
-			a->watched = psprintf("%s/%s", a->parent, pred);
-			a->watch_type = ZWATCHTYPE_DATA;
-		}
-
-		events = bridge_watch_events();
-		a->watch = bridge_watch(a->watched, a->watch_type);
-		if (!await_reply(a, a->watch))
+		if (!wait_for_turn(a, own, pred, &held))
 			return false;
-		rc = a->watch->rc;
-		free_request(&a->watch);
-		if (rc == ZOK && a->watch_type == ZWATCHTYPE_CHILD)
-		{
-			/*
-			 * The leases' watch is set after they were listed: a lease that
-			 * went in between would never be heard of, and the head waiter
-			 * would wait for good.  Look again now that it is armed: what
-			 * goes from now on fires it.
-			 */
-			if (!look(a, own, own_seq, &pred, &held))
-				return false;
-			if (held)
-				return true;
-		}
-		if (rc == ZOK)
-		{
-			if (!await_watch(a, events))
-				return false;
-		}
-		else if (bridge_reply_lost(rc))
-		{
-			if (!await_reconnect(a))
-				return false;
-		}
-		else if (rc != ZNONODE)
-			zk_report_error(rc, "watch", a->watched);
-		/* ZNONODE: the predecessor left before we could watch it. */
+		if (held)
+			return true;
 	}
 }
 
@@ -834,7 +602,6 @@ attempt_new(const char *parent, LockMode mode,
 			const LockRequest *req, Acquisition *acq)
 {
 	Attempt    *a = palloc0(sizeof(Attempt));
-	const char *kind;
 
 	a->acq = acq;
 	a->name = req->name;
@@ -843,16 +610,9 @@ attempt_new(const char *parent, LockMode mode,
 	a->permits = req->permits;
 	a->own_writer = req->own_writer;
 	zk_session_new_tag(a->tag);
-	if (mode == LOCK_MODE_SHARED)
-		kind = "__READ__";
-	else if (mode == LOCK_MODE_SEMAPHORE)
-		kind = psprintf("permits%d-lease-", req->permits);
-	else if (zklock_exclusive_naming == EXCLUSIVE_NAMING_READWRITE &&
-			 req->mode == LOCK_MODE_EXCLUSIVE)
-		kind = "__WRIT__";
-	else
-		kind = "lock-";
-	a->prefix = psprintf("%s/_c_%s-%s", parent, a->tag, kind);
+	a->prefix = lock_node_prefix(parent, a->tag, mode, req->permits,
+								 zklock_exclusive_naming == EXCLUSIVE_NAMING_READWRITE &&
+								 req->mode == LOCK_MODE_EXCLUSIVE);
 	a->data = node_info_json(lock_mode_names[req->mode],
 							 req->mode == LOCK_MODE_SEMAPHORE ? req->permits : 0);
 	return a;

@@ -5,18 +5,8 @@
 #ifndef ZKLOCK_LOCK_RECIPE_H
 #define ZKLOCK_LOCK_RECIPE_H
 
-#include <zookeeper/zookeeper.h>
-
+#include "lock_node.h"
 #include "zk_bridge.h"
-
-typedef enum LockMode
-{
-	LOCK_MODE_EXCLUSIVE,
-	LOCK_MODE_SHARED,
-	LOCK_MODE_SEMAPHORE
-} LockMode;
-
-extern const char *const lock_mode_names[];
 
 /* What to acquire. */
 typedef struct LockRequest
@@ -43,16 +33,5 @@ extern bool lock_recipe_acquire(const LockRequest *req,
 extern void lock_recipe_release(const char *node,
 								const char *recheck_tag, HeldWatch *watch);
 extern void lock_recipe_await_releases(bool interruptible);
-extern bool lock_recipe_create_path(const char *path,
-									int64 deadline, int *error);
-extern void zk_report_error(int rc, const char *action, const char *path);
-
-extern int64 lock_node_sequence(const char *name);
-extern bool lock_node_session_key(const char *name, char *key);
-extern bool lock_node_blocks(LockMode mode, const char *own, const char *lower);
-extern LockMode lock_node_mode(const char *name);
-extern int	lock_node_permits(const char *name);
-extern int	lock_node_blockers(const char *const *sorted, int c, int *blockers);
-extern int	lock_node_order(const void *a, const void *b);
 
 #endif							/* ZKLOCK_LOCK_RECIPE_H */

@@ -10,7 +10,8 @@
 #include "utils/timestamp.h"
 
 #include "lock_name.h"
-#include "lock_recipe.h"
+#include "lock_node.h"
+#include "zk_bridge.h"
 
 typedef enum LockScope
 {

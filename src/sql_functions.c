@@ -7,10 +7,11 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "storage/ipc.h"
 #include "utils/builtins.h"
-#include "access/htup_details.h"
 #include "utils/tuplestore.h"
 
 #include "compat.h"
@@ -71,6 +72,36 @@ timeout_arg(FunctionCallInfo fcinfo, int argno)
 	return timeout_ms;
 }
 
+static void
+hold_ended_at_exit(LockEntry *entry, void *arg)
+{
+	stats_hold_ended(LOCK_ENTRY_NAME(entry), false);
+}
+
+static void
+stats_at_exit(int code, Datum arg)
+{
+	lock_table_visit(hold_ended_at_exit, NULL);
+	stats_backend_exit();
+}
+
+/*
+ * The backend's holds and wait end in the statistics when it exits (its
+ * nodes go with it): set up at its first wait, which comes before its first
+ * hold.
+ */
+static void
+end_stats_at_exit(void)
+{
+	static bool registered = false;
+
+	if (!registered)
+	{
+		before_shmem_exit(stats_at_exit, (Datum) 0);
+		registered = true;
+	}
+}
+
 /*
  * Acquire, or add a hold on, the lock called name in mode.  A shared lock
  * taken by a backend that holds the exclusive one is granted at once (like
@@ -125,6 +156,7 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 	req.permits = permits;
 	req.own_writer = writer ? writer->node : NULL;
 	req.timeout_ms = timeout_ms;
+	end_stats_at_exit();
 	stats_wait_begin(name);
 	PG_TRY();
 	{

@@ -5,9 +5,12 @@
  *	  of all backends (zk_session_stats), in shared memory.
  *
  * Set up under shared_preload_libraries, like all of zklock; loaded
- * otherwise, the views raise the same error as every function.  The lock table holds at most
- * zklock.max_tracked_locks names; a new name evicts the least used one,
- * preferring names nobody on this server holds or waits for.
+ * otherwise, the views raise the same error as every function.  At most
+ * zklock.max_tracked_locks names are kept; a new name evicts the least used
+ * one, preferring names nobody on this server holds or waits for.
+ *
+ * A leaf: the callers hand it what they count (sql_functions.c ends a
+ * backend's holds here when it exits); it calls none of them.
  *
  * Per-name counters are updated under one LWLock: every update goes with a
  * ZooKeeper round trip, which costs far more.  Request counts are taken from
@@ -32,7 +35,6 @@
 
 #include "compat.h"
 #include "lock_name.h"
-#include "lock_table.h"
 #include "stats.h"
 #include "zk_bridge.h"
 #include "zk_shared.h"
@@ -80,8 +82,6 @@ static HTAB *lock_stats = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
-static void register_exit(void);
-
 /* This backend's wait in progress, so that exit can undo its count. */
 static char waiting_for[ZKLOCK_NAME_MAX + 1];
 static TimestampTz wait_started;
@@ -128,19 +128,15 @@ stats_shmem_startup(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
-static void
-hold_ended_at_exit(LockEntry *entry, void *arg)
-{
-	stats_hold_ended(LOCK_ENTRY_NAME(entry), false);
-}
-
-/* The backend's holds and wait end with it. */
-static void
-stats_exit(int code, Datum arg)
+/*
+ * The backend exits: its wait ends, and its holds have been ended by the
+ * caller (stats_hold_ended for each).
+ */
+void
+stats_backend_exit(void)
 {
 	if (waiting_for[0] != '\0')
 		stats_wait_end(waiting_for, STATS_CANCELLED);
-	lock_table_visit(hold_ended_at_exit, NULL);
 	stats_flush();
 
 	/*
@@ -223,7 +219,6 @@ stats_wait_begin(const char *name)
 
 	if (shared == NULL)
 		return;
-	register_exit();
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	entry = entry_for(name);
 	if (entry != NULL)
@@ -294,28 +289,11 @@ stats_hold_ended(const char *name, bool lost)
 	LWLockRelease(shared->lock);
 }
 
-/*
- * The backend's holds and wait are ended in the statistics when it exits:
- * from its first wait on, which is also before its first hold.
- */
-static void
-register_exit(void)
-{
-	static bool exit_hook = false;
-
-	if (!exit_hook)
-	{
-		before_shmem_exit(stats_exit, (Datum) 0);
-		exit_hook = true;
-	}
-}
-
 static void
 count_session(SessionCounter c)
 {
 	if (shared == NULL)
 		return;
-	register_exit();
 	pg_atomic_fetch_add_u64(&shared->counters[c], 1);
 }
 

@@ -24,5 +24,6 @@ extern void stats_count_session_lost(void);
 extern void stats_count_reconnect(void);
 extern void stats_deadlock_checked(bool victim);
 extern void stats_flush(void);
+extern void stats_backend_exit(void);
 
 #endif							/* ZKLOCK_STATS_H */

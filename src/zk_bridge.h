@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <zookeeper/zookeeper.h>
 
+#include "lock_node.h"
+
 typedef enum ZkRequestKind
 {
 	ZKREQ_CREATE,				/* zoo_acreate2: path of the new node, czxid */
@@ -26,8 +28,6 @@ typedef enum ZkRequestKind
 	ZKREQ_HELD_WATCH			/* watch a node the backend created */
 } ZkRequestKind;
 
-/* How the names of one backend's nodes begin, after "_c_". */
-#define ZK_OWNER_LEN 18
 
 /*
  * One asynchronous request, as the backend sees it: malloc'ed, so that

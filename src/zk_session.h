@@ -9,13 +9,6 @@
 
 #include "zk_bridge.h"
 
-/* Length of an attempt tag, a UUID-shaped string, without the NUL. */
-#define ZK_TAG_LEN 36
-/* Its first part, the same for every attempt of one backend. */
-#define ZK_TAG_SESSION_LEN ZK_OWNER_LEN
-/* "_c_" and that part: what every lock node of one backend's name begins with. */
-#define ZK_SESSION_KEY_LEN (3 + ZK_TAG_SESSION_LEN)
-
 typedef enum ZkSessionStatus
 {
 	ZK_SESSION_NONE,			/* no session worker */

@@ -1,0 +1,52 @@
+/*
+ * lock_node.h
+ *	  A lock's queue nodes: their names and the rules read from them.
+ */
+#ifndef ZKLOCK_LOCK_NODE_H
+#define ZKLOCK_LOCK_NODE_H
+
+/* How the names of one backend's nodes begin, after "_c_". */
+#define ZK_OWNER_LEN 18
+/* Length of an attempt tag, a UUID-shaped string, without the NUL. */
+#define ZK_TAG_LEN 36
+/* Its first part, the same for every attempt of one backend. */
+#define ZK_TAG_SESSION_LEN ZK_OWNER_LEN
+/* "_c_" and that part: what every lock node of one backend's name begins with. */
+#define ZK_SESSION_KEY_LEN (3 + ZK_TAG_SESSION_LEN)
+
+typedef enum LockMode
+{
+	LOCK_MODE_EXCLUSIVE,
+	LOCK_MODE_SHARED,
+	LOCK_MODE_SEMAPHORE
+} LockMode;
+
+extern const char *const lock_mode_names[];
+
+/*
+ * What a queue's listing means for one of its nodes (lock_node_judge), as
+ * Curator's getsTheLock: held, or which node to wait for.  Indexes are into
+ * the listing; -1 for none.
+ */
+typedef struct LockVerdict
+{
+	bool		own_found;		/* the node is in the listing */
+	bool		held;
+	int			predecessor;	/* the nearest node below that blocks it */
+	int			other_permits;	/* a lease below taken with other permits */
+} LockVerdict;
+
+extern char *lock_node_prefix(const char *parent, const char *tag,
+							  LockMode mode, int permits, bool writer_naming);
+extern int64 lock_node_sequence(const char *name);
+extern bool lock_node_session_key(const char *name, char *key);
+extern LockMode lock_node_mode(const char *name);
+extern int	lock_node_permits(const char *name);
+extern bool lock_node_blocks(LockMode mode, const char *own, const char *lower);
+extern int	lock_node_blockers(const char *const *sorted, int c, int *blockers);
+extern int	lock_node_order(const void *a, const void *b);
+extern void lock_node_judge(const char *const *children, int n,
+							const char *own, LockMode mode, int permits,
+							const char *skip_tag, LockVerdict *v);
+
+#endif							/* ZKLOCK_LOCK_NODE_H */

@@ -1,0 +1,20 @@
+/*
+ * zk_nodes.h
+ *	  Creating node paths, and ZooKeeper's errors as PostgreSQL errors.
+ */
+#ifndef ZKLOCK_ZK_NODES_H
+#define ZKLOCK_ZK_NODES_H
+
+/* What was asked of ZooKeeper, for the message of its error. */
+typedef enum ZkAction
+{
+	ZK_ACTION_CREATE,
+	ZK_ACTION_LIST,
+	ZK_ACTION_READ,
+	ZK_ACTION_WATCH
+} ZkAction;
+
+extern void zk_report_error(int rc, ZkAction action, const char *path);
+extern bool zk_create_path(const char *path, int64 deadline, int *error);
+
+#endif							/* ZKLOCK_ZK_NODES_H */
