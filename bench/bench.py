@@ -733,11 +733,8 @@ def bench_first_use(t):
     log('  first use: %d rounds' % CONF['first_use_rounds'])
 
     def measure(v, r):
-        if v == 'zklock':
-            sql = 'SELECT * FROM bench_first_use(%s, %d)' % (
-                quote('first-use'), CONF['first_use_later'])
-        else:
-            sql = 'SELECT * FROM bench_first_use_advisory(%d)' % CONF['first_use_later']
+        lock = quote('first-use') if v == 'zklock' else 'NULL'
+        sql = 'SELECT * FROM bench_first_use(%s, %d)' % (lock, CONF['first_use_later'])
         return [float(x) * 1000 for x in t.nodes[0].sql(sql)[0]]
 
     xs = t.rounds(CONF['first_use_rounds'], ['zklock', 'advisory'], measure)

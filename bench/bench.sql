@@ -160,37 +160,25 @@ DECLARE
 BEGIN
   -- The backend's first zklock call: it maps the shared area and takes its
   -- slot; the server's ZooKeeper session is the session worker's already.
-  t0 := clock_timestamp();
-  PERFORM zk_lock_acquire(lock);
-  first_s := extract(epoch FROM clock_timestamp() - t0);
-  PERFORM zk_lock_release(lock);
-  FOR i IN 1..n LOOP
+  -- With lock NULL, pg_advisory_lock instead: what PostgreSQL's own first
+  -- call in a new backend costs (catalog caches, the statement's plan).
+  FOR i IN 0..n LOOP
     t0 := clock_timestamp();
-    PERFORM zk_lock_acquire(lock);
-    later := later + (clock_timestamp() - t0);
-    PERFORM zk_lock_release(lock);
-  END LOOP;
-  later_s := extract(epoch FROM later) / n;
-END $$;
-
--- The same for pg_advisory_lock: what PostgreSQL's own first call in a new
--- backend costs (catalog caches, the statement's plan).
-CREATE FUNCTION bench_first_use_advisory(n int,
-                                         OUT first_s float8, OUT later_s float8)
-LANGUAGE plpgsql AS $$
-DECLARE
-  t0 timestamptz;
-  later interval := '0';
-BEGIN
-  t0 := clock_timestamp();
-  PERFORM pg_advisory_lock(7);
-  first_s := extract(epoch FROM clock_timestamp() - t0);
-  PERFORM pg_advisory_unlock(7);
-  FOR i IN 1..n LOOP
-    t0 := clock_timestamp();
-    PERFORM pg_advisory_lock(7);
-    later := later + (clock_timestamp() - t0);
-    PERFORM pg_advisory_unlock(7);
+    IF lock IS NULL THEN
+      PERFORM pg_advisory_lock(7);
+    ELSE
+      PERFORM zk_lock_acquire(lock);
+    END IF;
+    IF i = 0 THEN
+      first_s := extract(epoch FROM clock_timestamp() - t0);
+    ELSE
+      later := later + (clock_timestamp() - t0);
+    END IF;
+    IF lock IS NULL THEN
+      PERFORM pg_advisory_unlock(7);
+    ELSE
+      PERFORM zk_lock_release(lock);
+    END IF;
   END LOOP;
   later_s := extract(epoch FROM later) / n;
 END $$;

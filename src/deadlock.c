@@ -149,7 +149,7 @@ entry_json(DeadlockWait *w)
 static bool
 await_reply(DeadlockWait *w, ZkRequest *req)
 {
-	return zk_session_await(req, w->deadline, "looking for a deadlock");
+	return zk_session_await(req, w->deadline, ZK_LOOKING_FOR_DEADLOCK);
 }
 
 /* The LOG line of a request of a look that failed: one sentence per action. */

@@ -105,7 +105,7 @@ static void
 await_request(ZkRequest *req)
 {
 	if (!zk_session_await(req, req->sent_at + zklock_connect_timeout,
-						  "reading a lock queue"))
+						  ZK_READING_QUEUE))
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("ZooKeeper did not answer within %d ms while reading a lock queue",

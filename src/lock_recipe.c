@@ -101,7 +101,7 @@ time_left(Attempt *a)
 static bool
 await_reply(Attempt *a, ZkRequest *req)
 {
-	return zk_session_await(req, a->acq->deadline, "acquiring a lock");
+	return zk_session_await(req, a->acq->deadline, ZK_ACQUIRING);
 }
 
 /* Wait until the session is connected again after a lost reply. */
@@ -112,7 +112,7 @@ await_reconnect(Attempt *a)
 	{
 		long		left = time_left(a);
 
-		zk_session_check_alive("acquiring a lock");
+		zk_session_check_alive(ZK_ACQUIRING);
 		if (left == 0)
 			return false;
 		zk_session_wait(left);
@@ -387,7 +387,7 @@ await_watch(Attempt *a, uint64 events)
 		}
 		zk_session_wait(until_check >= 0 && (left < 0 || until_check < left) ?
 						until_check : left);
-		zk_session_check_alive("waiting for a lock");
+		zk_session_check_alive(ZK_WAITING);
 	}
 }
 

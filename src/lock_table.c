@@ -267,6 +267,15 @@ node_deleted(LockEntry *entry, uint64 live_generation)
 		bridge_held_deleted(entry->watch);
 }
 
+/* The WARNING's message for a lost lock or semaphore. */
+static int
+lost_message(LockEntry *entry)
+{
+	if (entry->mode == LOCK_MODE_SEMAPHORE)
+		return errmsg("zklock semaphore \"%s\" was lost", LOCK_ENTRY_NAME(entry));
+	return errmsg("zklock lock \"%s\" was lost", LOCK_ENTRY_NAME(entry));
+}
+
 /*
  * Forget, with a WARNING each, the locks whose ZooKeeper session is gone,
  * and, when deletions is true, those whose node another client deleted.
@@ -290,24 +299,20 @@ lock_table_forget_lost(uint64 live_generation, bool deletions,
 	hash_seq_init(&status, lock_table);
 	while ((entry = hash_seq_search(&status)) != NULL)
 	{
-		const char *what = entry->mode == LOCK_MODE_SEMAPHORE ? "semaphore" : "lock";
-
 		if (entry->generation == live_generation &&
 			!node_deleted(entry, live_generation))
 			continue;
 		if (entry->generation == live_generation)
 			ereport(WARNING,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("zklock %s \"%s\" was lost", what,
-							LOCK_ENTRY_NAME(entry)),
+					 lost_message(entry),
 					 errdetail("Its ZooKeeper node \"%s\" was deleted by another client, so other sessions may have held it since.",
 							   entry->node),
 					 errhint("Use fencing tokens (zk_lock_token) to make stale holders harmless.")));
 		else
 			ereport(WARNING,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("zklock %s \"%s\" was lost", what,
-							LOCK_ENTRY_NAME(entry)),
+					 lost_message(entry),
 					 errdetail("Its ZooKeeper session expired or was disconnected for longer than the session timeout, so other sessions may have held it since."),
 					 errhint("Use fencing tokens (zk_lock_token) to make stale holders harmless.")));
 		if (forgotten++ == 0)

@@ -105,7 +105,7 @@ zk_create_path(const char *target, int64 deadline, int *error)
 	PG_TRY();
 	{
 		for (int i = 0; i < n &&
-			 (answered = zk_session_await(reqs[i], deadline, "creating lock nodes"));
+			 (answered = zk_session_await(reqs[i], deadline, ZK_CREATING_NODES));
 			 i++)
 		{
 			int			rc = reqs[i]->rc;

@@ -75,12 +75,32 @@ zk_session_is_current(uint64 gen)
 	return gen != 0 && gen == zk_session_generation();
 }
 
+/* The message of a session lost under a backend: one sentence per activity. */
+static int
+lost_message(ZkActivity doing)
+{
+	switch (doing)
+	{
+		case ZK_ACQUIRING:
+			return errmsg("ZooKeeper session was lost while acquiring a lock");
+		case ZK_WAITING:
+			return errmsg("ZooKeeper session was lost while waiting for a lock");
+		case ZK_READING_QUEUE:
+			return errmsg("ZooKeeper session was lost while reading a lock queue");
+		case ZK_LOOKING_FOR_DEADLOCK:
+			return errmsg("ZooKeeper session was lost while looking for a deadlock");
+		case ZK_CREATING_NODES:
+			return errmsg("ZooKeeper session was lost while creating lock nodes");
+	}
+	return 0;
+}
+
 /*
  * ERROR unless the session can still carry requests.  Used inside waits, so
  * that a session lost under a waiter ends the wait instead of hanging it.
  */
 void
-zk_session_check_alive(const char *what)
+zk_session_check_alive(ZkActivity doing)
 {
 	ZkSessionSnapshot snap;
 
@@ -90,7 +110,7 @@ zk_session_check_alive(const char *what)
 		(call_generation != 0 && snap.generation != call_generation))
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("ZooKeeper session was lost while %s", what),
+				 lost_message(doing),
 				 errdetail("The session expired or was disconnected for longer than its timeout; its nodes are gone."),
 				 errhint("The server's session worker opens a new session; acquire the lock again.")));
 }
@@ -122,7 +142,7 @@ zk_session_wait(long timeout_ms)
  * an ERROR naming what was being done.
  */
 bool
-zk_session_await(ZkRequest *req, int64 deadline, const char *what)
+zk_session_await(ZkRequest *req, int64 deadline, ZkActivity doing)
 {
 	while (!bridge_done(req))
 	{
@@ -131,7 +151,7 @@ zk_session_await(ZkRequest *req, int64 deadline, const char *what)
 		if (deadline > 0 && left <= 0)
 			return false;
 		zk_session_wait(left);
-		zk_session_check_alive(what);
+		zk_session_check_alive(doing);
 	}
 	return true;
 }

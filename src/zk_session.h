@@ -9,6 +9,16 @@
 
 #include "zk_bridge.h"
 
+/* What a backend was doing when its session was lost, for the message. */
+typedef enum ZkActivity
+{
+	ZK_ACQUIRING,				/* queueing for a lock */
+	ZK_WAITING,					/* waiting for its turn */
+	ZK_READING_QUEUE,			/* zk_lock_holders and the like */
+	ZK_LOOKING_FOR_DEADLOCK,
+	ZK_CREATING_NODES			/* a lock's parents */
+} ZkActivity;
+
 typedef enum ZkSessionStatus
 {
 	ZK_SESSION_NONE,			/* no session worker */
@@ -36,8 +46,9 @@ extern ZkSessionStatus zk_session_status(void);
 extern uint64 zk_session_generation(void);
 extern bool zk_session_is_current(uint64 generation);
 extern void zk_session_new_tag(char *tag);
-extern void zk_session_check_alive(const char *what);
+extern void zk_session_check_alive(ZkActivity doing);
 extern void zk_session_wait(long timeout_ms);
-extern bool zk_session_await(ZkRequest *req, int64 deadline, const char *what);
+extern bool zk_session_await(ZkRequest *req, int64 deadline,
+							 ZkActivity doing);
 
 #endif							/* ZKLOCK_ZK_SESSION_H */

@@ -6,8 +6,8 @@
 # rolled back.  Session locks, transaction locks, a cycle of three over two
 # nodes, a cycle through a shared holder, members with different
 # deadlock_timeout (the victim must be told to look again), and members
-# that all look at the same moment.  Also: blocked_by shows whom a waiter
-# waits for.
+# that all look at the same moment, and a victim that looks once.  Also:
+# blocked_by shows whom a waiter waits for.
 
 use strict;
 use warnings;
@@ -178,6 +178,27 @@ for my $round (1 .. 5)
 	$results{$_->{name}} = outcome($_) for $a, $b;
 	is(join(',', sort values %results), 'deadlock,granted',
 		"round $round: both look at once, exactly one victim");
+	finish($a, $b);
+}
+
+# 7. The member that closes the cycle, when the other has long published its
+# wait and does nothing else: its one look finds the cycle at once, five
+# times.  (The session worker set a backend's watch only on its next turn,
+# up to a second later when nothing else woke it: the look waited for the
+# watch on its own published wait.)
+for my $round (1 .. 5)
+{
+	my $a = member($node_a, 100, qq{zk_lock_acquire('d7a$round')});
+	my $b = member($node_b, 100, qq{zk_lock_acquire('d7b$round')});
+	start_wait($a, qq{zk_lock_acquire('d7b$round')});
+	sleep_for(0.5);
+	my $t0 = time;
+	start_wait($b, qq{zk_lock_acquire('d7a$round')});
+	is(outcome($b), 'deadlock', "round $round: the member that closed the cycle fails");
+	my $took = time - $t0;
+	cmp_ok($took, '<', 0.1 + 0.5,
+		sprintf("round $round: at its first look (%.2f s after it began to wait)", $took));
+	is(outcome($a), 'granted', "round $round: the other member is granted");
 	finish($a, $b);
 }
 
