@@ -7,6 +7,9 @@ OBJS = \
 	src/zk_shared.o \
 	src/zk_bridge.o \
 	src/zk_worker.o \
+	src/worker_requests.o \
+	src/worker_watches.o \
+	src/worker_backends.o \
 	src/session_file.o \
 	src/zk_session.o \
 	src/zk_nodes.o \
