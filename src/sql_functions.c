@@ -2,8 +2,9 @@
  * sql_functions.c
  *	  The SQL-callable functions of zklock.
  *
- * Argument checking, reentrancy and the zk_locks listing live here; waiting
- * in ZooKeeper is lock_recipe.c's job, counting holds lock_table.c's.
+ * Argument checking, reentrancy and the zk_locks listing live here, and
+ * what a backend's exit ends in the statistics; waiting in ZooKeeper is
+ * lock_recipe.c's job, counting holds lock_table.c's.
  */
 #include "postgres.h"
 
