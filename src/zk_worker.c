@@ -440,17 +440,21 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 	/*
 	 * The client takes in one reply per call: take in those that arrived
 	 * with it before waiting again (a bounded number, so that new requests
-	 * go out too), or a busy server costs a whole turn per reply.
+	 * go out too), or a busy server costs a whole turn per reply.  Only on a
+	 * connection that is up and has data, nothing else: a socket still
+	 * connecting, or one with an error, is the next turn's, as before (read
+	 * from there, a refused connect would look like a server that closed it).
 	 */
 	for (int i = 0; (ready & ZOOKEEPER_READ) && i < REPLIES_PER_TURN; i++)
 	{
 		struct pollfd pfd = {0};
 
-		if (zookeeper_interest(handle, &fd, &interest, &tv) != ZOK || fd < 0)
+		if (zoo_state(handle) != ZOO_CONNECTED_STATE ||
+			zookeeper_interest(handle, &fd, &interest, &tv) != ZOK || fd < 0)
 			break;
 		pfd.fd = fd;
 		pfd.events = POLLIN;
-		if (poll(&pfd, 1, 0) <= 0)
+		if (poll(&pfd, 1, 0) <= 0 || pfd.revents != POLLIN)
 			break;
 		zookeeper_process(handle, ZOOKEEPER_READ);
 	}

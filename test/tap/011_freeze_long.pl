@@ -47,6 +47,10 @@ $zk->signal($_, 'CONT') for $zk->running;
 $zk->wait_serving;
 
 my $other = session($node_b, 'other');
+# node_b's session worker lost its session in the freeze too: its new one
+# may take a few seconds after the servers are back (their election, the
+# client's back-off after trying them all), more than connect_timeout's 5 s.
+$other->query_safe(q{SET zklock.connect_timeout = '20s'});
 my ($out, $err) = $other->query(cs_waiter_sql('frozen', 'other', 30000));
 is($err, 0, 'node_b gets the lock once the servers are back') or diag $other->{stderr};
 note sprintf('servers resumed: node_b got the lock %.2f s later', elapsed_since($t1));

@@ -1,9 +1,9 @@
 
 # Fault injection 4: connections cut in the middle of acquisitions.  Both
 # nodes reach a 3-server ensemble through a TCP proxy that, over and over,
-# lets each connection's next request through and then cuts the connection,
-# so the server acts on the request but its reply is lost (and now and then
-# drops every connection at once).  Six workers loop over a critical section
+# lets each connection's next request (or its next create) through and then
+# cuts the connection, so the server acts on the request but its reply is
+# lost (and now and then drops every connection at once).  Six workers loop over a critical section
 # meanwhile.  A create whose reply was lost must be found again and adopted
 # (or made again if it did not happen): no orphan node, no double grant, and
 # every critical section eventually runs.
@@ -51,10 +51,11 @@ for my $node ($node_a, $node_b)
 	}
 }
 
-# Cut connections until the workers are done: mostly "lose the next reply",
+# Cut connections until the workers are done: "lose the next reply", "lose
+# the next create's reply" (so that the lost-create path surely runs), and
 # sometimes "drop everything".  A node left behind would stall the queue:
 # give up after a while rather than wait for every timeout.
-my ($cuts, $drops) = (0, 0);
+my ($cuts, $create_cuts, $drops) = (0, 0, 0);
 my $deadline = time + 120;
 while (grep { $_->{h}->pumpable } @workers)
 {
@@ -65,10 +66,16 @@ while (grep { $_->{h}->pumpable } @workers)
 		last;
 	}
 	sleep_for(0.1 + rand(0.3));
-	if (rand() < 0.15)
+	my $r = rand();
+	if ($r < 0.15)
 	{
 		$zk->proxy_signal('USR1');
 		$drops++;
+	}
+	elsif ($r < 0.55)
+	{
+		$zk->proxy_signal('WINCH');
+		$create_cuts++;
 	}
 	else
 	{
@@ -78,7 +85,7 @@ while (grep { $_->{h}->pumpable } @workers)
 	$_->{h}->pump_nb for grep { $_->{h}->pumpable } @workers;
 }
 eval { $_->{h}->finish } for @workers;
-note "$cuts times the next reply was lost, $drops times every connection dropped";
+note "$cuts times the next reply was lost, $create_cuts times the next create's, $drops times every connection dropped";
 
 for my $w (@workers)
 {

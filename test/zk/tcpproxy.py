@@ -10,6 +10,8 @@ once listening.  Signals:
   SIGUSR2  cut every open connection right after it has forwarded the
            client's next request: the server gets the request and acts on
            it, but its reply never reaches the client (a lost reply);
+  SIGWINCH the same, but after the client's next create request (and
+           whatever came with it): a create whose reply is lost;
   SIGHUP   start or stop refusing new connections (reset at once).
 
 A cut resets the client's side and closes the server's side after the data,
@@ -25,6 +27,8 @@ import sys
 
 connections = set()
 refusing = False
+# ZooKeeper's create, create2, createContainer and createTTL requests.
+CREATE_OPS = (1, 15, 19, 21)
 
 
 class Connection:
@@ -32,15 +36,19 @@ class Connection:
         self.client_writer = client_writer
         self.server_writer = server_writer
         self.cut_after_request = False
+        self.cut_after_create = False
         self.closed = False
-        # Client-side framing (4-byte length, then the request), so that a
-        # cut comes after a whole request, however the client split it.
+        # Client-side framing (4-byte length, then the request: xid, type,
+        # ...), so that a cut comes after a whole request, however the
+        # client split it.
         self.frame_left = 0
         self.header = b""
+        self.request_head = b""
 
     def count_requests(self, data):
-        """Advance the framing over data; return the requests it completed."""
-        completed = 0
+        """Advance the framing over data; return the requests it completed,
+        and how many of them were creates."""
+        completed = creates = 0
         i = 0
         while i < len(data):
             if self.frame_left == 0:
@@ -50,16 +58,22 @@ class Connection:
                 if len(self.header) == 4:
                     self.frame_left = struct.unpack(">i", self.header)[0]
                     self.header = b""
+                    self.request_head = b""
                     if self.frame_left <= 0:
                         completed += 1
                         self.frame_left = 0
             else:
                 take = min(self.frame_left, len(data) - i)
+                if len(self.request_head) < 8:
+                    self.request_head += data[i:i + min(take, 8 - len(self.request_head))]
                 self.frame_left -= take
                 i += take
                 if self.frame_left == 0:
                     completed += 1
-        return completed
+                    if (len(self.request_head) == 8 and
+                            struct.unpack(">ii", self.request_head)[1] in CREATE_OPS):
+                        creates += 1
+        return completed, creates
 
     def drop(self):
         """Reset the client's side, close the server's side gracefully."""
@@ -84,8 +98,9 @@ async def pump(reader, writer, conn, from_client):
             writer.write(data)
             await writer.drain()
             if from_client:
-                completed = conn.count_requests(data)
-                if conn.cut_after_request and completed > 0:
+                completed, creates = conn.count_requests(data)
+                if ((conn.cut_after_request and completed > 0) or
+                        (conn.cut_after_create and creates > 0)):
                     break
     except (ConnectionError, OSError):
         pass
@@ -124,6 +139,11 @@ def cut_after_next_request():
         conn.cut_after_request = True
 
 
+def cut_after_next_create():
+    for conn in list(connections):
+        conn.cut_after_create = True
+
+
 def acknowledged(name, action):
     def handler():
         action()
@@ -136,6 +156,8 @@ async def main(pairs):
     loop.add_signal_handler(signal.SIGUSR1, acknowledged("USR1", drop_all))
     loop.add_signal_handler(signal.SIGUSR2,
                             acknowledged("USR2", cut_after_next_request))
+    loop.add_signal_handler(signal.SIGWINCH,
+                            acknowledged("WINCH", cut_after_next_create))
     loop.add_signal_handler(signal.SIGHUP,
                             acknowledged("HUP", toggle_refusing))
     stop = loop.create_future()
