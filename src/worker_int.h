@@ -15,6 +15,7 @@
 #include "lib/ilist.h"
 #include "storage/latch.h"
 
+#include "zk_bridge.h"
 #include "zk_shared.h"
 
 /* How often slots are checked for backends gone without a word. */

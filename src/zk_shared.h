@@ -12,7 +12,8 @@
 #include "storage/spin.h"
 #include "utils/dsa.h"
 
-#include "zk_bridge.h"
+#include "lock_node.h"
+#include "zk_requests.h"
 
 /* Where a request is: the worker's, done, or left to the worker to undo. */
 typedef enum RequestState
