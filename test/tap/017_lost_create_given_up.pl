@@ -25,13 +25,15 @@ my $holder = session($node_b, 'holder');
 $holder->query_safe(q{SELECT zk_lock_acquire('gave_up')});
 
 my $s = session($node_a, 'quitter');
-# A try (which fails) makes the backend know the lock's parent exists, so
-# that the create is the next request, not a parent create sent before it.
+# A try (which fails) makes the server know the lock's parent exists, so
+# that the lock node's create is the next create, not a parent's.
 is($s->query_safe(q{SELECT zk_lock_try_acquire('gave_up')}), 'f', 'the lock is held');
 my $session_id = zk_session_field($s, 'session_id');
 
 $zk->proxy_signal('HUP');     # no reconnecting for now
-$zk->proxy_signal('USR2');    # lose the reply to the next request
+# Lose the reply to the next create (the next request may be the session
+# worker's ping, which would leave the create unsent).
+$zk->proxy_signal('WINCH');
 is($s->query_safe(q{SELECT zk_lock_acquire('gave_up', 1500)}), 'f',
 	'the acquisition gives up while it cannot reconnect');
 my $queue = queue_nodes($zk, 'gave_up');

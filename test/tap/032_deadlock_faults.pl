@@ -115,8 +115,9 @@ for my $case ('after publishing', 'before looking')
 	send_query($b, q{SELECT zk_lock_acquire('fca')}, 'b_done');
 	ok(wait_for_wait_event($node_b, 'b_cut'), 'cut while looking: b waits, closing a cycle');
 	my $t0 = time;
-	# b's next request is the publication of its wait, after 1 s.
-	$zk->proxy_signal('USR2');
+	# b's next create is the publication of its wait, after 1 s (its next
+	# request could be its server's ping).
+	$zk->proxy_signal('WINCH');
 	wait_marker($b, 'b_done');
 	my $took = time - $t0;
 	like($b->{stderr}, qr/ERROR:  deadlock detected/, 'cut while looking: b still finds the deadlock');
