@@ -65,6 +65,8 @@ PGDLLEXPORT void zklock_worker_main(Datum arg);
 zhandle_t  *worker_zh = NULL;
 uint64		worker_generation = 0;
 static int64 retry_open_at = 0;
+/* No call into the client's connecting before then (see client_turn). */
+static int64 connect_not_before = 0;
 
 /* Settings the open session was made with. */
 static char *session_hosts = NULL;
@@ -272,6 +274,7 @@ open_session(void)
 	if (worker_session_auth[0] != '\0')
 		zoo_add_auth(worker_zh, "digest", worker_session_auth, strlen(worker_session_auth), NULL, NULL);
 
+	connect_not_before = 0;
 	SpinLockAcquire(&zk_shared->mutex);
 	gen = worker_generation = ++zk_shared->last_generation;
 	zk_shared->generation = gen;
@@ -404,7 +407,15 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 	int			rc;
 	int			ready = 0;
 
-	if (handle != NULL)
+	if (handle != NULL && bridge_now_ms() < connect_not_before)
+	{
+		/* The client's pause before it connects again: see below. */
+		long		left = (long) (connect_not_before - bridge_now_ms());
+
+		if (timeout < 0 || left < timeout)
+			timeout = left;
+	}
+	else if (handle != NULL)
 	{
 		rc = zookeeper_interest(handle, &fd, &interest, &tv);
 		if (rc == ZOK || rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT)
@@ -413,6 +424,17 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 
 			if (timeout < 0 || client_ms < timeout)
 				timeout = client_ms;
+
+			/*
+			 * Without a socket, a wait is the client's pause after it tried
+			 * every server, which it forgets once it has said so: it would
+			 * connect at the next call, and a busy server's latch (a backend
+			 * retrying a request that each failed attempt fails) made that
+			 * a storm of connections, thousands a second, past
+			 * maxClientCnxns.  The pause is kept here instead.
+			 */
+			if (fd < 0 && client_ms > 0)
+				connect_not_before = bridge_now_ms() + client_ms;
 		}
 		if (fd >= 0)
 		{
