@@ -111,4 +111,16 @@ zklock_wait_event(void)
 #define ZKLOCK_PROCESS_UTILITY_ARGS \
 	pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc
 
+/* ExecutorRun_hook lost its execute_once in 18. */
+#if PG_VERSION_NUM >= 180000
+#define ZKLOCK_EXECUTOR_RUN_PARAMS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count
+#define ZKLOCK_EXECUTOR_RUN_ARGS queryDesc, direction, count
+#else
+#define ZKLOCK_EXECUTOR_RUN_PARAMS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count, \
+	bool execute_once
+#define ZKLOCK_EXECUTOR_RUN_ARGS queryDesc, direction, count, execute_once
+#endif
+
 #endif							/* ZKLOCK_COMPAT_H */

@@ -29,6 +29,7 @@ char	   *zklock_absolute_paths = NULL;
 int			zklock_on_lost_lock = ON_LOST_LOCK_ERROR;
 int			zklock_exclusive_naming = EXCLUSIVE_NAMING_MUTEX;
 int			zklock_log_level = ZOO_LOG_LEVEL_WARN;
+bool		zklock_revocable = false;
 
 static const struct config_enum_entry on_lost_lock_options[] = {
 	{"error", ON_LOST_LOCK_ERROR, false},
@@ -243,6 +244,15 @@ zklock_define_gucs(void)
 							 &zklock_on_lost_lock,
 							 ON_LOST_LOCK_ERROR,
 							 on_lost_lock_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("zklock.revocable",
+							 "Whether a release requested for a lock this session holds interrupts it.",
+							 "on: the running statement, or the next one, fails with SQLSTATE 57Z01 and the lock is released when the transaction rolls back.  off: the request is only recorded (zk_lock_release_requested).",
+							 &zklock_revocable,
+							 false,
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);

@@ -14,6 +14,7 @@ extern char *zklock_absolute_paths;
 extern int	zklock_on_lost_lock;
 extern int	zklock_exclusive_naming;
 extern int	zklock_log_level;
+extern bool zklock_revocable;
 
 /* zklock.on_lost_lock */
 typedef enum OnLostLock

@@ -14,6 +14,20 @@
 /* "_c_" and that part: what every lock node of one backend's name begins with. */
 #define ZK_SESSION_KEY_LEN (3 + ZK_TAG_SESSION_LEN)
 
+/*
+ * A release request, as Curator's Revoker writes it: the bare bytes replace
+ * the data of the holder's node.
+ */
+#define ZK_REVOKE_MESSAGE "__REVOKE__"
+#define ZK_REVOKE_MESSAGE_LEN (sizeof(ZK_REVOKE_MESSAGE) - 1)
+
+static inline bool
+lock_node_revoke_message(const char *data, int len)
+{
+	return data != NULL && len == (int) ZK_REVOKE_MESSAGE_LEN &&
+		memcmp(data, ZK_REVOKE_MESSAGE, ZK_REVOKE_MESSAGE_LEN) == 0;
+}
+
 typedef enum LockMode
 {
 	LOCK_MODE_EXCLUSIVE,

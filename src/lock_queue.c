@@ -2,7 +2,8 @@
  * lock_queue.c
  *	  Reading a lock's queue from ZooKeeper: who holds it, who waits and for
  *	  whom, for zk_lock_queue and zk_lock_holders, from whichever PostgreSQL
- *	  node and client they are.
+ *	  node and client they are; and asking the holders to let go
+ *	  (zk_lock_request_release).
  *
  * The queue is listed, then every node's data (the JSON zklock stores, or
  * whatever another client stored) and czxid are read in one pipelined batch.
@@ -32,12 +33,14 @@
 #include "lock_node.h"
 #include "lock_table.h"
 #include "node_info.h"
+#include "sql_functions.h"
 #include "zk_bridge.h"
 #include "zk_nodes.h"
 #include "zk_session.h"
 
 PG_FUNCTION_INFO_V1(zk_lock_queue);
 PG_FUNCTION_INFO_V1(zk_lock_holders);
+PG_FUNCTION_INFO_V1(zk_lock_request_release);
 
 typedef struct QueueNode
 {
@@ -49,7 +52,7 @@ typedef struct QueueNode
 	bool		holding;
 	int			nblockers;		/* the nodes it waits for, lower in the queue */
 	int		   *blockers;
-	ZkRequest  *get;
+	ZkRequest  *request;	/* in flight: the read of its data, or a write */
 	bool		gone;			/* deleted before it could be read */
 	bool		unreadable;		/* its ACL does not let us read it */
 	int64		czxid;
@@ -264,7 +267,7 @@ read_batch(QueueRead *r, LockRead *locks, int n)
 		judge(l->nodes, 0, l->nlock, -1);
 		judge(l->nodes, l->nlock, l->nnodes, l->nleases);
 		for (int i = 0; i < l->nnodes; i++)
-			l->nodes[i].get = bridge_get(l->nodes[i].child);
+			l->nodes[i].request = bridge_get(l->nodes[i].child);
 	}
 	for (int k = 0; k < n; k++)
 	{
@@ -272,22 +275,22 @@ read_batch(QueueRead *r, LockRead *locks, int n)
 		{
 			QueueNode  *q = &locks[k].nodes[i];
 
-			await_request(q->get);
-			if (q->get->rc == ZNONODE)
+			await_request(q->request);
+			if (q->request->rc == ZNONODE)
 				q->gone = true;
-			else if (q->get->rc == ZNOAUTH)
+			else if (q->request->rc == ZNOAUTH)
 				q->unreadable = true;
-			else if (q->get->rc != ZOK)
-				zk_report_error(q->get->rc, ZK_ACTION_READ, q->child);
+			else if (q->request->rc != ZOK)
+				zk_report_error(q->request->rc, ZK_ACTION_READ, q->child);
 			else
 			{
-				q->czxid = q->get->czxid;
-				q->data = pstrdup(q->get->data);
-				q->data_len = q->get->data_len;
+				q->czxid = q->request->czxid;
+				q->data = pstrdup(q->request->data);
+				q->data_len = q->request->data_len;
 				node_info_parse(q->data, q->data_len, &q->info);
 			}
-			bridge_free(q->get);
-			q->get = NULL;
+			bridge_free(q->request);
+			q->request = NULL;
 		}
 	}
 }
@@ -308,8 +311,8 @@ abandon_all(QueueRead *r)
 		if (l->gate_listing)
 			bridge_abandon(l->gate_listing);
 		for (int i = 0; i < l->nnodes; i++)
-			if (l->nodes[i].get)
-				bridge_abandon(l->nodes[i].get);
+			if (l->nodes[i].request)
+				bridge_abandon(l->nodes[i].request);
 	}
 }
 
@@ -468,7 +471,7 @@ zk_lock_queue(PG_FUNCTION_ARGS)
 
 /* ---- zk_lock_holders ---- */
 
-#define ZK_LOCK_HOLDERS_COLS 14
+#define ZK_LOCK_HOLDERS_COLS 15
 
 /* How a node's owner is named: "<node>/<pid>", else the node's own name. */
 static char *
@@ -546,6 +549,9 @@ emit_holder_row(QueueRead *r, LockRead *l, const char *name, int i,
 		nulls[13] = true;
 	else
 		values[13] = blocked_by(l, q);
+	/* Bare, until its holder (if it is a zklock backend) writes itself back. */
+	values[14] = BoolGetDatum(lock_node_revoke_message(q->data, q->data_len) ||
+							  info->has_release_requested_at);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
@@ -558,4 +564,60 @@ zk_lock_holders(PG_FUNCTION_ARGS)
 {
 	emit_queues(fcinfo, emit_holder_row);
 	return (Datum) 0;
+}
+
+/* ---- zk_lock_request_release ---- */
+
+/*
+ * zk_lock_request_release(name text): ask every holder of a lock to let go,
+ * as Curator's Revoker does: write __REVOKE__ into the data of each holder's
+ * node (not the waiters').  Returns how many nodes it was written to; a
+ * holder that released meanwhile is not counted.  The node's ACL decides who
+ * may: a node this session's credentials may not write raises 42501.
+ */
+Datum
+zk_lock_request_release(PG_FUNCTION_ARGS)
+{
+	char	   *name = zklock_name_arg(fcinfo, 0);
+	QueueRead	r = {0};
+	LockRead   *l;
+	int			reached = 0;
+
+	zk_session_require();
+	r.by_name = true;
+	r.locks = l = palloc0(sizeof(LockRead));
+	r.nlocks = 1;
+	l->name = name;
+	l->parent = zklock_parent_path(name);
+
+	PG_TRY();
+	{
+		read_batch(&r, l, 1);
+		/* The writes go out together; their replies come in order. */
+		for (int i = 0; i < l->nnodes; i++)
+			if (l->nodes[i].holding && !l->nodes[i].gone)
+				l->nodes[i].request = bridge_set(l->nodes[i].child, ZK_REVOKE_MESSAGE,
+											 ZK_REVOKE_MESSAGE_LEN, -1);
+		for (int i = 0; i < l->nnodes; i++)
+		{
+			QueueNode  *q = &l->nodes[i];
+
+			if (q->request == NULL)
+				continue;
+			await_request(q->request);
+			if (q->request->rc == ZOK)
+				reached++;
+			else if (q->request->rc != ZNONODE)
+				zk_report_error(q->request->rc, ZK_ACTION_WRITE, q->child);
+			bridge_free(q->request);
+			q->request = NULL;
+		}
+	}
+	PG_CATCH();
+	{
+		abandon_all(&r);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	PG_RETURN_INT32(reached);
 }

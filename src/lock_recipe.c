@@ -237,7 +237,7 @@ find_lost_create(Attempt *a)
 	ereport(LOG,
 			(errmsg("zklock: the reply to creating \"%s\" was lost; the node exists and is adopted",
 					a->node)));
-	a->hw = bridge_watch_held(a->node);
+	a->hw = bridge_watch_held(a->node, a->data);
 
 	if (!request_until_answered(a, &a->get, bridge_get, a->node))
 		return false;
@@ -272,7 +272,7 @@ enqueue(Attempt *a)
 			a->czxid = a->create->czxid;
 			free_request(&a->create);
 			/* Goes out while the listing's reply is on its way: no wait. */
-			a->hw = bridge_watch_held(a->node);
+			a->hw = bridge_watch_held(a->node, a->data);
 			return true;
 		}
 		free_request(&a->create);

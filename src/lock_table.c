@@ -186,6 +186,7 @@ lock_table_insert(const char *name, LockMode mode, int32 permits,
 	entry->acquired_at = GetCurrentTimestamp();
 	entry->generation = generation;
 	entry->watch = watch;
+	entry->revoke_raised = false;
 	entry->session_count = 0;
 	entry->xact_count = 0;
 	entry->npending = 0;
@@ -230,29 +231,41 @@ lock_table_release_session(LockEntry *entry)
 	return true;
 }
 
-/* Give up every session hold; returns how many locks had one. */
+/* Give up all of an entry's session holds; the entry may go. */
+static void
+release_session_holds(LockEntry *entry)
+{
+	entry->session_count = 0;
+	for (int i = entry->npending - 1; i >= 0; i--)
+	{
+		entry->pending[i].session = 0;
+		if (entry->pending[i].xact == 0)
+			remove_pending_level(entry, i);
+	}
+	/* Deleting the entry just returned is allowed during a scan. */
+	drop_if_unheld(entry);
+}
+
+/*
+ * Give up every session hold (only of the locks whose release request
+ * interrupted the backend, if revoked_only); returns how many locks had one.
+ */
 int
-lock_table_release_all_session(void)
+lock_table_release_all_session(bool revoked_only)
 {
 	HASH_SEQ_STATUS status;
 	LockEntry  *entry;
 	int			released = 0;
 
-	hash_seq_init(&status, get_table());
+	if (lock_table == NULL)
+		return 0;
+	hash_seq_init(&status, lock_table);
 	while ((entry = hash_seq_search(&status)) != NULL)
 	{
-		if (entry->session_count == 0)
+		if (entry->session_count == 0 || (revoked_only && !entry->revoke_raised))
 			continue;
 		released++;
-		entry->session_count = 0;
-		for (int i = entry->npending - 1; i >= 0; i--)
-		{
-			entry->pending[i].session = 0;
-			if (entry->pending[i].xact == 0)
-				remove_pending_level(entry, i);
-		}
-		/* Deleting the entry just returned is allowed during a scan. */
-		drop_if_unheld(entry);
+		release_session_holds(entry);
 	}
 	return released;
 }

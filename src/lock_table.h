@@ -38,6 +38,7 @@ typedef struct LockEntry
 	TimestampTz acquired_at;
 	uint64		generation;		/* ZooKeeper session that owns node */
 	HeldWatch  *watch;			/* on node; only while generation is open */
+	bool		revoke_raised;	/* its release request interrupted us */
 	int32		session_count;	/* session holds, committed or not */
 	int32		xact_count;		/* transaction holds */
 	int			npending;		/* stack of uncommitted holds, innermost last */
@@ -56,7 +57,7 @@ extern LockEntry *lock_table_insert(const char *name, LockMode mode,
 									LockScope scope);
 extern void lock_table_add_hold(LockEntry *entry, LockScope scope);
 extern bool lock_table_release_session(LockEntry *entry);
-extern int	lock_table_release_all_session(void);
+extern int	lock_table_release_all_session(bool revoked_only);
 extern int	lock_table_count(void);
 extern int	lock_table_forget_lost(uint64 live_generation, bool deletions,
 								   const char *name, LockMode mode,

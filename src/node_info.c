@@ -115,6 +115,7 @@ static const FieldSpec fields[] = {
 	TEXT_FIELD(application_name),
 	NUM_FIELD(requested_at, FIELD_TIMESTAMPTZ),
 	TEXT_FIELD(mode),
+	NUM_FIELD(release_requested_at, FIELD_TIMESTAMPTZ),
 	TEXT_FIELD(name),
 	TEXT_FIELD(lock),
 	TEXT_FIELD(node),

@@ -24,6 +24,8 @@ typedef struct NodeInfo
 	TimestampTz requested_at;
 	bool		has_requested_at;
 	char	   *mode;
+	TimestampTz release_requested_at;	/* written back by the holder */
+	bool		has_release_requested_at;
 	/* In a published wait (deadlock.c): the lock, our node and its czxid. */
 	char	   *name;
 	char	   *lock;

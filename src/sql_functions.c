@@ -20,6 +20,7 @@
 #include "lock_recipe.h"
 #include "lock_table.h"
 #include "lost_locks.h"
+#include "revocation.h"
 #include "sql_functions.h"
 #include "stats.h"
 #include "zk_session.h"
@@ -38,12 +39,13 @@ PG_FUNCTION_INFO_V1(zk_lock_release_shared);
 PG_FUNCTION_INFO_V1(zk_semaphore_acquire);
 PG_FUNCTION_INFO_V1(zk_semaphore_release);
 PG_FUNCTION_INFO_V1(zk_lock_token);
+PG_FUNCTION_INFO_V1(zk_lock_release_requested);
 PG_FUNCTION_INFO_V1(zk_locks);
 PG_FUNCTION_INFO_V1(zk_session);
 
 /* The lock name argument, checked. */
-static char *
-name_arg(FunctionCallInfo fcinfo, int argno)
+char *
+zklock_name_arg(FunctionCallInfo fcinfo, int argno)
 {
 	char	   *name;
 
@@ -176,8 +178,8 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 
 	PG_TRY();
 	{
-		lock_table_insert(name, mode, permits, held.path, held.recheck_tag,
-						  held.token, generation, held.watch, scope);
+		entry = lock_table_insert(name, mode, permits, held.path, held.recheck_tag,
+								  held.token, generation, held.watch, scope);
 	}
 	PG_CATCH();
 	{
@@ -185,6 +187,7 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	revocation_granted(entry);
 	return true;
 }
 
@@ -193,7 +196,7 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 Datum \
 fn(PG_FUNCTION_ARGS) \
 { \
-	char	   *name = name_arg(fcinfo, 0); \
+	char	   *name = zklock_name_arg(fcinfo, 0); \
 \
 	PG_RETURN_BOOL(acquire(name, mode, 0, scope, \
 						   (waits) ? timeout_arg(fcinfo, 1) : 0)); \
@@ -211,7 +214,7 @@ LOCK_ACQUIRE_FUNCTION(zk_lock_xact_try_acquire_shared, LOCK_MODE_SHARED, LOCK_SC
 Datum
 zk_semaphore_acquire(PG_FUNCTION_ARGS)
 {
-	char	   *name = name_arg(fcinfo, 0);
+	char	   *name = zklock_name_arg(fcinfo, 0);
 	int32		permits;
 
 	if (PG_ARGISNULL(1))
@@ -256,19 +259,19 @@ release(const char *name, LockMode mode)
 Datum
 zk_lock_release(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(release(name_arg(fcinfo, 0), LOCK_MODE_EXCLUSIVE));
+	PG_RETURN_BOOL(release(zklock_name_arg(fcinfo, 0), LOCK_MODE_EXCLUSIVE));
 }
 
 Datum
 zk_lock_release_shared(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(release(name_arg(fcinfo, 0), LOCK_MODE_SHARED));
+	PG_RETURN_BOOL(release(zklock_name_arg(fcinfo, 0), LOCK_MODE_SHARED));
 }
 
 Datum
 zk_semaphore_release(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(release(name_arg(fcinfo, 0), LOCK_MODE_SEMAPHORE));
+	PG_RETURN_BOOL(release(zklock_name_arg(fcinfo, 0), LOCK_MODE_SEMAPHORE));
 }
 
 /*
@@ -282,7 +285,7 @@ zklock_release_all_session_locks(void)
 	int			released;
 
 	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
-	released = lock_table_release_all_session();
+	released = lock_table_release_all_session(false);
 	lock_recipe_await_releases(true);
 	return released;
 }
@@ -297,7 +300,7 @@ zk_lock_release_all(PG_FUNCTION_ARGS)
 Datum
 zk_lock_token(PG_FUNCTION_ARGS)
 {
-	char	   *name = name_arg(fcinfo, 0);
+	char	   *name = zklock_name_arg(fcinfo, 0);
 
 	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
 	for (LockMode mode = LOCK_MODE_EXCLUSIVE; mode <= LOCK_MODE_SEMAPHORE; mode++)
@@ -310,9 +313,30 @@ zk_lock_token(PG_FUNCTION_ARGS)
 	PG_RETURN_NULL();
 }
 
+/*
+ * Whether another client asked the holders of a lock this session holds, in
+ * any mode, to let go (zk_lock_request_release, Curator's Revoker).  What the
+ * watch on our node delivered: no round trip.
+ */
+Datum
+zk_lock_release_requested(PG_FUNCTION_ARGS)
+{
+	char	   *name = zklock_name_arg(fcinfo, 0);
+
+	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
+	for (LockMode mode = LOCK_MODE_EXCLUSIVE; mode <= LOCK_MODE_SEMAPHORE; mode++)
+	{
+		LockEntry  *entry = lock_table_find(name, mode);
+
+		if (entry != NULL && bridge_held_release_requested(entry->watch, NULL))
+			PG_RETURN_BOOL(true);
+	}
+	PG_RETURN_BOOL(false);
+}
+
 /* ---- zk_locks ---- */
 
-#define ZK_LOCKS_COLS 8
+#define ZK_LOCKS_COLS 9
 
 static void
 emit_row(Tuplestorestate *store, TupleDesc desc, LockEntry *entry,
@@ -329,6 +353,7 @@ emit_row(Tuplestorestate *store, TupleDesc desc, LockEntry *entry,
 	values[5] = Int64GetDatum(entry->token);
 	values[6] = TimestampTzGetDatum(entry->acquired_at);
 	values[7] = CStringGetTextDatum(lost_locks_state(entry));
+	values[8] = BoolGetDatum(bridge_held_release_requested(entry->watch, NULL));
 	tuplestore_putvalues(store, desc, values, nulls);
 }
 

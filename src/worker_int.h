@@ -82,7 +82,8 @@ typedef enum CallKind
 	CALL_REPLY,					/* a backend's request waiting for its reply */
 	CALL_DELETE,				/* a cleanup: delete path */
 	CALL_DELETE_TAGGED,			/* a cleanup: list path, delete the tagged child */
-	CALL_ARM					/* (re)set a watch the worker keeps */
+	CALL_ARM,					/* (re)set a watch the worker keeps */
+	CALL_REWRITE				/* a held node's data, a request recorded */
 } CallKind;
 
 /* Everything handed to the client, until its completion runs. */
@@ -98,7 +99,10 @@ typedef struct Call
 	uint32		incarnation;
 	bool		counted;		/* in the slot's deletes_pending */
 	char	   *tag;			/* CALL_DELETE_TAGGED */
-	char	   *path;			/* cleanups */
+	char	   *path;			/* cleanups, CALL_REWRITE */
+	char	   *data;			/* CALL_REWRITE: the data, for this version */
+	int			data_len;
+	int			version;
 } Call;
 
 typedef enum DeferKind
@@ -174,5 +178,7 @@ extern void worker_unwatch(WorkerWatch *ww);
 extern void worker_watch_armed(int rc, WorkerWatch *ww, Call *call);
 extern void worker_arm_watch_now(WorkerWatch *ww, Call *answer);
 extern void worker_arm_watch(WorkerWatch *ww, Call *answer);
+extern void worker_rewrite_done(int rc, const struct Stat *stat,
+								const void *data);
 
 #endif							/* ZKLOCK_WORKER_INT_H */

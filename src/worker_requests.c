@@ -67,6 +67,8 @@ worker_call_free(Call *call)
 		pfree(call->tag);
 	if (call->path)
 		pfree(call->path);
+	if (call->data)
+		pfree(call->data);
 	pfree(call);
 }
 
@@ -293,6 +295,12 @@ issue_call_now(Call *call, SharedRequest *sr)
 			rc = zoo_aget_children(worker_zh, call->path, 0, worker_tagged_done, call);
 			if (rc != ZOK)
 				worker_tagged_done(rc, NULL, call);
+			return;
+		case CALL_REWRITE:
+			rc = zoo_aset(worker_zh, call->path, call->data, call->data_len,
+						  call->version, worker_rewrite_done, call);
+			if (rc != ZOK)
+				worker_rewrite_done(rc, NULL, call);
 			return;
 		case CALL_ARM:
 			return;				/* issued where it is made */

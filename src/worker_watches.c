@@ -13,8 +13,12 @@
 
 #include <zookeeper/zookeeper.h>
 
+#include <signal.h>
+
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "worker_int.h"
 
@@ -101,6 +105,84 @@ held_gone(WorkerWatch *ww)
 	}
 	SpinLockRelease(&zk_shared->mutex);
 	zk_wake(latch);
+}
+
+/* The node's own data with the time a release was requested in it. */
+static char *
+with_request(SharedHeld *sh, TimestampTz since, int *len)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	/* The node's data is the JSON object node_info_json made. */
+	appendBinaryStringInfo(&buf, sh->data, sh->data_len - 1);
+	appendStringInfo(&buf, ",\"release_requested_at\":\"%s\"}",
+					 timestamptz_to_str(since));
+	*len = buf.len;
+	return buf.data;
+}
+
+/*
+ * A release was requested for a backend's node: its data is __REVOKE__.
+ * Tell the backend; interrupt it, as pg_cancel_backend would, if it holds the
+ * lock and set zklock.revocable; and write the node's own data back with the
+ * request recorded in it, so that who holds the lock stays known.  The write
+ * is for the version read: a newer request is heard and answered in turn.
+ */
+static void
+release_requested(WorkerWatch *ww, int version)
+{
+	SharedHeld *sh = dsa_get_address(zk_area, ww->held);
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz since = 0;
+	Latch	   *latch = NULL;
+	pid_t		interrupt = 0;
+	ZkSlot	   *slot;
+	Call	   *call;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	slot = worker_shared_slot(ww->slot);
+	if (!sh->released && !sh->deleted && !ww->gone &&
+		slot->incarnation == ww->incarnation)
+	{
+		if (!sh->release_requested)
+		{
+			sh->release_requested = true;
+			sh->release_requested_at = now;
+		}
+		since = sh->release_requested_at;
+		slot->release_requests++;
+		latch = worker_slot_latch(ww->slot, ww->incarnation);
+		if (sh->granted && slot->revocable)
+			interrupt = slot->pid;
+	}
+	SpinLockRelease(&zk_shared->mutex);
+	if (since == 0)
+		return;
+	if (interrupt != 0)
+		kill(interrupt, SIGINT);
+	zk_wake(latch);
+
+	call = worker_call_new(CALL_REWRITE);
+	call->slot = ww->slot;
+	call->incarnation = ww->incarnation;
+	call->path = pstrdup(ww->path);
+	call->data = with_request(sh, since, &call->data_len);
+	call->version = version;
+	worker_count_for(ww->slot, BRIDGE_SETS);
+	worker_issue_call(call, NULL);
+}
+
+/* A lost reply is sent again: a write that did happen fails on its version. */
+void
+worker_rewrite_done(int rc, const struct Stat *stat, const void *data)
+{
+	Call	   *call = (Call *) data;
+
+	if (bridge_reply_lost(rc) && worker_still_current(call))
+		worker_issue_call(call, NULL);
+	else
+		worker_call_free(call);
 }
 
 /* The client's callback for every watch set for a backend. */
@@ -226,6 +308,9 @@ data_watch_done(int rc, const char *value, int value_len,
 {
 	Call	   *call = (Call *) data;
 
+	if (rc == ZOK && call->watch->kind == WATCH_HELD &&
+		lock_node_revoke_message(value, value_len))
+		release_requested(call->watch, stat->version);
 	worker_watch_armed(rc, call->watch, call);
 	worker_call_free(call);
 }

@@ -17,6 +17,7 @@
 #include "lock_recipe.h"
 #include "lock_table.h"
 #include "lost_locks.h"
+#include "revocation.h"
 #include "xact_hooks.h"
 #include "zk_bridge.h"
 
@@ -46,12 +47,14 @@ xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			lock_table_xact_end(true);
+			revocation_xact_end(true);
 			lost_locks_xact_end();
 			lock_recipe_await_releases(false);
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			lock_table_xact_end(false);
+			revocation_xact_end(false);
 			lost_locks_xact_end();
 			lock_recipe_await_releases(false);
 			break;

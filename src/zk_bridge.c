@@ -153,6 +153,8 @@ bridge_attach(void)
 	my_slot->poked = false;
 	my_slot->deletes_pending = 0;
 	my_slot->held_deletions = 0;
+	my_slot->release_requests = 0;
+	my_slot->revocable = false;
 	/* What a predecessor in the slot left is the worker's to end at once. */
 	zk_shared->slots_changed = true;
 	SpinLockRelease(&zk_shared->mutex);
@@ -640,16 +642,18 @@ held_unref(dsa_pointer dp, SharedHeld *sh, bool release)
 /*
  * Watch a node the backend just created, without waiting for the reply, so
  * that the watch goes out behind the requests already sent and costs no
- * round trip.  NULL if memory ran out: the node is then not watched.
+ * round trip.  data is what the node was created with.  NULL if memory ran
+ * out: the node is then not watched.
  */
 HeldWatch *
-bridge_watch_held(const char *path)
+bridge_watch_held(const char *path, const char *data)
 {
 	HeldWatch  *hw = malloc(sizeof(HeldWatch));
+	int			len = strlen(data);
 
 	if (hw == NULL)
 		return NULL;
-	hw->dp = dsa_allocate_extended(zk_area, sizeof(SharedHeld),
+	hw->dp = dsa_allocate_extended(zk_area, offsetof(SharedHeld, data) + len + 1,
 								   DSA_ALLOC_ZERO | DSA_ALLOC_NO_OOM);
 	if (!DsaPointerIsValid(hw->dp))
 	{
@@ -658,6 +662,8 @@ bridge_watch_held(const char *path)
 	}
 	hw->sh = dsa_get_address(zk_area, hw->dp);
 	hw->sh->refs = 2;			/* the backend's, and the worker's */
+	hw->sh->data_len = len;
+	memcpy(hw->sh->data, data, len + 1);
 	if (!request_oneway(ZKREQ_HELD_WATCH, path, NULL, ZWATCHTYPE_DATA,
 						hw->dp, false))
 	{
@@ -666,6 +672,58 @@ bridge_watch_held(const char *path)
 		return NULL;
 	}
 	return hw;
+}
+
+/* The node now holds the lock: a release request for it is the holder's. */
+void
+bridge_held_granted(HeldWatch *hw)
+{
+	if (hw == NULL)
+		return;
+	SpinLockAcquire(&zk_shared->mutex);
+	hw->sh->granted = true;
+	SpinLockRelease(&zk_shared->mutex);
+}
+
+/*
+ * Whether a release was requested for the node (its data was set to
+ * __REVOKE__ since it was created), and since when: what the worker heard
+ * through the watch, without a request.
+ */
+bool
+bridge_held_release_requested(HeldWatch *hw, int64_t *since)
+{
+	bool		requested;
+
+	if (hw == NULL)
+		return false;
+	SpinLockAcquire(&zk_shared->mutex);
+	requested = hw->sh->release_requested;
+	if (since != NULL)
+		*since = hw->sh->release_requested_at;
+	SpinLockRelease(&zk_shared->mutex);
+	return requested;
+}
+
+/* How many release requests the worker heard for this backend's nodes. */
+uint64_t
+bridge_release_requests(void)
+{
+	uint64_t	n;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	n = my_slot->release_requests;
+	SpinLockRelease(&zk_shared->mutex);
+	return n;
+}
+
+/* Whether the worker interrupts this backend when it hears a request. */
+void
+bridge_set_revocable(bool revocable)
+{
+	SpinLockAcquire(&zk_shared->mutex);
+	my_slot->revocable = revocable;
+	SpinLockRelease(&zk_shared->mutex);
 }
 
 /*

@@ -77,9 +77,16 @@ extern void bridge_abandon(ZkRequest *req);
 /* How recently the server is known to have held the session. */
 extern int64_t bridge_last_contact(void);
 
-/* Watches on the nodes the backend created: deleted by others = lost. */
+/*
+ * Watches on the nodes the backend created: deleted by others = lost;
+ * set to __REVOKE__ = a release requested.
+ */
 typedef struct HeldWatch HeldWatch;
-extern HeldWatch *bridge_watch_held(const char *path);
+extern HeldWatch *bridge_watch_held(const char *path, const char *data);
+extern void bridge_held_granted(HeldWatch *hw);
+extern bool bridge_held_release_requested(HeldWatch *hw, int64_t *since);
+extern uint64_t bridge_release_requests(void);
+extern void bridge_set_revocable(bool revocable);
 extern void bridge_unwatch_held(HeldWatch *hw);
 extern bool bridge_held_deleted(HeldWatch *hw);
 extern void bridge_held_mark_deleted(HeldWatch *hw);

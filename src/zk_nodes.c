@@ -25,6 +25,8 @@ denied_message(ZkAction action, const char *path)
 			return errmsg("permission denied to read ZooKeeper node \"%s\"", path);
 		case ZK_ACTION_WATCH:
 			return errmsg("permission denied to watch ZooKeeper node \"%s\"", path);
+		case ZK_ACTION_WRITE:
+			return errmsg("permission denied to write ZooKeeper node \"%s\"", path);
 	}
 	return 0;
 }
@@ -43,6 +45,8 @@ failed_message(ZkAction action, const char *path, int rc)
 			return errmsg("could not read ZooKeeper node \"%s\": %s", path, zerror(rc));
 		case ZK_ACTION_WATCH:
 			return errmsg("could not watch ZooKeeper node \"%s\": %s", path, zerror(rc));
+		case ZK_ACTION_WRITE:
+			return errmsg("could not write ZooKeeper node \"%s\": %s", path, zerror(rc));
 	}
 	return 0;
 }

@@ -9,6 +9,7 @@
 
 #include "port/atomics.h"
 #include "storage/latch.h"
+#include "datatype/timestamp.h"
 #include "storage/spin.h"
 #include "utils/dsa.h"
 
@@ -59,12 +60,19 @@ typedef struct SharedRequest
 /*
  * The watch on a node a backend created: referenced by the backend until it
  * deletes or forgets the node, and by the worker while the watch is set.
+ * The node's own data stays here, for the worker to write back with a
+ * release request recorded in it.
  */
 typedef struct SharedHeld
 {
 	int			refs;			/* under ZkShared.mutex, like the flags */
 	bool		released;
 	bool		deleted;
+	bool		granted;		/* the backend holds the lock, not waits */
+	bool		release_requested;	/* the node's data said __REVOKE__ */
+	TimestampTz release_requested_at;	/* when the worker first heard it */
+	int			data_len;		/* data: immutable once queued */
+	char		data[FLEXIBLE_ARRAY_MEMBER];
 } SharedHeld;
 
 /* One per PGPROC: what the worker tells one backend. */
@@ -80,6 +88,8 @@ typedef struct ZkSlot
 	bool		poked;			/* its published wait was rewritten */
 	int			deletes_pending;
 	uint64		held_deletions; /* its nodes deleted by others */
+	uint64		release_requests;	/* requests heard for its nodes */
+	bool		revocable;		/* its zklock.revocable: interrupt it then */
 	pg_atomic_uint64 counts[BRIDGE_NCOUNTERS];
 } ZkSlot;
 

@@ -332,6 +332,9 @@ close_session(bool lost)
 			case CALL_DELETE_TAGGED:
 				worker_tagged_done(ZCLOSING, NULL, call);
 				break;
+			case CALL_REWRITE:
+				worker_rewrite_done(ZCLOSING, NULL, call);
+				break;
 			case CALL_REPLY:
 			case CALL_ARM:
 				if (call->watch)

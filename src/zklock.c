@@ -1,8 +1,9 @@
 /*
  * zklock.c
  *	  Module entry point: settings, and under shared_preload_libraries the
- *	  shared memory, the session worker, transaction callbacks and the
- *	  DISCARD ALL hook.
+ *	  shared memory, the session worker, transaction callbacks, the
+ *	  DISCARD ALL hook and the hooks that turn release requests into
+ *	  interrupts.
  *
  * zklock works only preloaded: the server's ZooKeeper session is held by a
  * background worker, and backends reach it through shared memory.  Loaded
@@ -15,6 +16,7 @@
 #include "miscadmin.h"
 
 #include "guc.h"
+#include "revocation.h"
 #include "stats.h"
 #include "utility_hook.h"
 #include "xact_hooks.h"
@@ -33,6 +35,7 @@ _PG_init(void)
 		return;
 	zklock_register_xact_hooks();
 	zklock_install_utility_hook();
+	zklock_install_revocation_hooks();
 	stats_init();
 	zk_shared_init();
 	zk_worker_register();
