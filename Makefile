@@ -42,7 +42,7 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter $(if $(WERROR),-Werror)
 # pg_regress and isolation tests need a running ZooKeeper and a temporary
 # instance pointed at it: test/run-all.sh provides both through
 # EXTRA_REGRESS_OPTS (--temp-instance, --temp-config).
-REGRESS = setup surface reentrancy names modes errors xact discard privileges cleanup upgrade
+REGRESS = setup surface reentrancy names modes errors xact discard privileges revocation cleanup upgrade
 ISOLATION = fifo try_timeout xact_locks abort_undo cancel_wait modes_order downgrade
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso
 TAP_TESTS = 1

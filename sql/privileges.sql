@@ -42,6 +42,20 @@ SELECT zk_lock_release('priv-a');
 SELECT zk_lock_release_all();
 SELECT * FROM zk_locks;
 
+-- Asking holders to let go may interrupt other servers' jobs: superusers,
+-- unless granted.  Whether one's own lock was asked for is everybody's.
+SELECT sqlstate_of($$SELECT zk_lock_request_release('priv-rr')$$);
+SELECT zk_lock_release_requested('priv-rr');
+\c - :su
+GRANT EXECUTE ON FUNCTION zk_lock_request_release(text) TO zklock_user;
+\c - zklock_user
+SELECT zk_lock_acquire('priv-rr');
+SELECT zk_lock_request_release('priv-rr');
+SELECT zk_lock_release('priv-rr');
+\c - :su
+REVOKE EXECUTE ON FUNCTION zk_lock_request_release(text) FROM zklock_user;
+\c - zklock_user
+
 -- Absolute paths: refused (42501) to lock and to read, nothing created.
 SELECT n, sqlstate_of(format('SELECT %s(%L)', f, n))
   FROM unnest(ARRAY['zk_lock_acquire', 'zk_lock_try_acquire',
