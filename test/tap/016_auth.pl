@@ -49,6 +49,15 @@ for my $case ([ 'wrong credentials', 'locker:wrong' ], [ 'no credentials', '' ])
 	like($other->{stderr}, qr/HINT:  .*zklock\.auth/, "$what: the hint names zklock.auth");
 	$other->{stderr} = '';
 	is($other->query_safe(q{SELECT count(*) FROM zk_locks}), '0', "$what: nothing held");
+
+	# Asking the holder to let go writes its node: refused likewise.
+	$other->query(q{SELECT zk_lock_request_release('guarded')});
+	like($other->{stderr},
+		qr/ERROR:  42501: permission denied to write ZooKeeper node "\Q${\ZK_ROOT}\E\/guarded\/_c_[^"]*"/,
+		"$what: asking the holder to release is refused with 42501");
+	$other->{stderr} = '';
+	is($holder->query_safe(q{SELECT release_requested FROM zk_locks WHERE name = 'guarded'}),
+		'f', "$what: the holder was not asked");
 }
 is(scalar @{ $zk->ephemerals(ZK_ROOT) }, 1, 'only the holder has a node');
 
@@ -56,6 +65,16 @@ ok(reconfigure($node_b, 'zklock.auth' => 'locker:s3cret-pw'), 'node_b takes the 
 ok(defined wait_worker_session($node_b), 'and connects with them');
 is($other->query_safe(q{SELECT zk_lock_try_acquire('guarded')}), 'f',
 	'with the same credentials: the lock is shared, and taken');
+is($other->query_safe(q{SELECT zk_lock_request_release('guarded')}), '1',
+	'... and its holder may be asked to release it');
+my $heard = 'f';
+for (1 .. 500)
+{
+	$heard = $holder->query_safe(q{SELECT zk_lock_release_requested('guarded')});
+	last if $heard eq 't';
+	sleep_for(0.02);
+}
+is($heard, 't', '... and hears it');
 is($other->query_safe(q{SELECT zk_lock_try_acquire('guarded2')}), 't',
 	'... and other locks can be taken');
 $other->query_safe(q{SELECT zk_lock_release('guarded2')});
