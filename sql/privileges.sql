@@ -143,7 +143,8 @@ BEGIN
               WHERE e.extname = 'zklock' AND d.deptype = 'e'
   LOOP
     IF obj.classid = 'pg_proc'::regclass
-       AND obj.objid <> 'zk_lock_stats_reset()'::regprocedure THEN
+       AND obj.objid NOT IN ('zk_lock_stats_reset()'::regprocedure,
+                             'zk_lock_request_release(text)'::regprocedure) THEN
       EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', obj.objid::regprocedure);
       EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO zklock_users', obj.objid::regprocedure);
     ELSIF obj.classid = 'pg_class'::regclass THEN
@@ -166,6 +167,7 @@ SELECT name FROM zk_locks;
 SELECT lock_name, holding FROM zk_cluster_locks WHERE lock_name = 'priv-restricted';
 SELECT zk_lock_release('priv-restricted');
 SELECT sqlstate_of('SELECT zk_lock_stats_reset()');
+SELECT sqlstate_of($$SELECT zk_lock_request_release('priv-restricted')$$);
 RESET ROLE;
 
 ALTER ROLE zklock_user RESET zklock.absolute_paths;
