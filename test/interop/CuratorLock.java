@@ -13,6 +13,21 @@
  *                      print "acquired <epoch ms>", hold until SECONDS have
  *                      passed, stdin reaches EOF or a line "release" is read,
  *                      release, print "released <epoch ms>", exit 0
+ *         revocable SECONDS
+ *                      (mutex only) like hold, but the lock is made
+ *                      revocable first (InterProcessMutex.makeRevocable):
+ *                      when another client asks its holder to let go
+ *                      (Curator's convention: the bytes "__REVOKE__" written
+ *                      into the holder's node, as Revoker.attemptRevoke or
+ *                      zklock's zk_lock_request_release do), the listener
+ *                      prints "revoke-requested <epoch ms>" and the lock is
+ *                      released as on a line "release"
+ *         revoke       (mutex only) ask the current holder of PATH to let
+ *                      go with Curator's own API: the first of
+ *                      InterProcessMutex(PATH).getParticipantNodes() (in
+ *                      queue order) is given to Revoker.attemptRevoke; print
+ *                      "revoked <node path>", or "none" if nobody holds or
+ *                      waits, exit 0
  *
  * Lines on stdout are flushed at once.  Errors go to stderr with a non-zero
  * exit: 2 for bad usage, 1 for anything else, 3 if the ZooKeeper session was
@@ -27,6 +42,7 @@
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.util.Collection;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
@@ -36,7 +52,9 @@ import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.RetryNTimes;
+import org.apache.zookeeper.KeeperException;
 
 public class CuratorLock
 {
@@ -47,6 +65,7 @@ public class CuratorLock
 	{
 		System.err.println("CuratorLock: " + why);
 		System.err.println("usage: CuratorLock HOSTS PATH mutex|read|write try|hold SECONDS");
+		System.err.println("       CuratorLock HOSTS PATH mutex revocable SECONDS|revoke");
 		System.exit(2);
 	}
 
@@ -64,10 +83,13 @@ public class CuratorLock
 		double seconds = 0;
 		if (!path.startsWith("/"))
 			usage("PATH must be absolute");
-		if (action.equals("hold"))
+		if ((action.equals("revocable") || action.equals("revoke")) &&
+			!kind.equals("mutex"))
+			usage(action + " needs KIND mutex (only InterProcessMutex is Revocable)");
+		if (action.equals("hold") || action.equals("revocable"))
 		{
 			if (args.length != 5)
-				usage("hold needs SECONDS");
+				usage(action + " needs SECONDS");
 			try
 			{
 				seconds = Double.parseDouble(args[4]);
@@ -77,10 +99,10 @@ public class CuratorLock
 				usage("bad SECONDS: " + args[4]);
 			}
 		}
-		else if (action.equals("try"))
+		else if (action.equals("try") || action.equals("revoke"))
 		{
 			if (args.length != 4)
-				usage("try takes no argument");
+				usage(action + " takes no argument");
 		}
 		else
 			usage("unknown ACTION " + action);
@@ -131,6 +153,27 @@ public class CuratorLock
 				else
 					say("busy");
 			}
+			else if (action.equals("revoke"))
+			{
+				/* The holder is the first participant, in queue order. */
+				Collection<String> nodes;
+				try
+				{
+					nodes = ((InterProcessMutex) lock).getParticipantNodes();
+				}
+				catch (KeeperException.NoNodeException e)
+				{
+					nodes = java.util.List.of();
+				}
+				String first = nodes.stream().findFirst().orElse(null);
+				if (first == null)
+					say("none");
+				else
+				{
+					Revoker.attemptRevoke(client, first);
+					say("revoked " + first);
+				}
+			}
 			else
 			{
 				CountDownLatch letGo = new CountDownLatch(1);
@@ -150,6 +193,17 @@ public class CuratorLock
 					letGo.countDown();
 				});
 				stdin.setDaemon(true);
+
+				/*
+				 * Asked to let go: the lock must be released by the thread
+				 * that acquired it, so the listener (on ZooKeeper's event
+				 * thread) only lets the main thread go on, as "release" does.
+				 */
+				if (action.equals("revocable"))
+					((InterProcessMutex) lock).makeRevocable(forLock -> {
+						say("revoke-requested " + System.currentTimeMillis());
+						letGo.countDown();
+					});
 
 				say("started");
 				lock.acquire();

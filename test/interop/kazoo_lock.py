@@ -20,6 +20,15 @@ ACTION  try          acquire without waiting; print "acquired" or "busy",
                      "acquired <epoch ms>", hold until SECONDS have passed,
                      stdin reaches EOF or a line "release" is read, release,
                      print "released <epoch ms>", exit 0
+        revoke       ask the current holder of PATH to let go, by hand:
+                     Kazoo's recipes have no revocation, so this follows
+                     Curator's convention (Revoker.attemptRevoke): the
+                     bytes "__REVOKE__" are written into the data of PATH's
+                     first child in queue order (by its 10-digit sequence
+                     suffix); print "revoked <node path>", or "none" if
+                     PATH has no such child, exit 0.  KIND is not used.
+                     A Kazoo holder itself does not hear such a request:
+                     its Lock sets no watch on its own node's data.
 
 Lines on stdout are flushed at once.  Errors go to stderr with a non-zero
 exit: 2 for bad usage, 1 for anything else, 3 if the ZooKeeper session was
@@ -32,6 +41,7 @@ import threading
 import time
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import KazooState
 
 SESSION_TIMEOUT_S = 4.0
@@ -50,7 +60,8 @@ def now_ms():
 def usage(why):
     sys.stderr.write("kazoo_lock: %s\n" % why)
     sys.stderr.write(
-        "usage: kazoo_lock.py HOSTS PATH mutex|read|write try|hold SECONDS\n")
+        "usage: kazoo_lock.py HOSTS PATH mutex|read|write "
+        "try|hold SECONDS|revoke\n")
     sys.exit(2)
 
 
@@ -64,6 +75,29 @@ def make_lock(zk, path, kind):
             path, extra_lock_patterns=["-lock-", "__WRIT__", "__READ__"])
     usage("unknown KIND %s" % kind)
     return None
+
+
+# What Curator's Revoker writes into a holder's node (LockInternals.
+# REVOKE_MESSAGE), and what zklock's zk_lock_request_release writes too.
+REVOKE_MESSAGE = b"__REVOKE__"
+
+
+def revoke(zk, path):
+    """Write REVOKE_MESSAGE into the holder's node; return its path or None."""
+    try:
+        children = zk.get_children(path)
+    except NoNodeError:
+        return None
+    nodes = sorted((c for c in children if c[-10:].isdigit()),
+                   key=lambda c: int(c[-10:]))
+    if not nodes:
+        return None
+    holder = path.rstrip("/") + "/" + nodes[0]
+    try:
+        zk.set(holder, REVOKE_MESSAGE)
+    except NoNodeError:  # gone meanwhile: ignored, as Revoker does
+        pass
+    return holder
 
 
 def wait_for_release(seconds):
@@ -99,9 +133,9 @@ def main(argv):
             seconds = float(argv[4])
         except ValueError:
             usage("bad SECONDS: %s" % argv[4])
-    elif action == "try":
+    elif action in ("try", "revoke"):
         if len(argv) != 4:
-            usage("try takes no argument")
+            usage("%s takes no argument" % action)
     else:
         usage("unknown ACTION %s" % action)
 
@@ -120,7 +154,10 @@ def main(argv):
     zk.add_listener(on_state)
     try:
         lock = make_lock(zk, path, kind)
-        if action == "try":
+        if action == "revoke":
+            holder = revoke(zk, path)
+            say("revoked %s" % holder if holder else "none")
+        elif action == "try":
             if lock.acquire(blocking=False):
                 say("acquired")
                 lock.release()

@@ -12,6 +12,25 @@
 #     writeLock()                          zk_lock_acquire & co. with
 #                                          zklock.exclusive_naming = readwrite
 #   Kazoo ReadLock / WriteLock (with extra_lock_patterns)   the same
+#
+# Revocation, Curator's convention: whoever wants the holder of a lock to
+# let go writes the bytes "__REVOKE__" into the data of the holder's node
+# (Curator's Revoker.attemptRevoke; zklock's zk_lock_request_release); a
+# holder that watches its node's data hears it (Curator's InterProcessMutex
+# made Revocable calls its RevocationListener; zklock's session worker
+# records it for zk_lock_release_requested and the views, and with
+# zklock.revocable cancels the holder's statement with 57Z01).
+#
+#   zklock asks a Curator holder (makeRevocable): it hears it and releases
+#   Curator's Revoker asks a zklock holder: zk_lock_release_requested says
+#     so; the views still say who holds (the worker writes its node's info
+#     back, with release_requested_at); nothing is released unless
+#     zklock.revocable is on, and then once the transaction rolls back
+#   Kazoo has no revocation in its Lock recipe (2.8: no "revoke" anywhere):
+#     a Kazoo application that follows the convention by hand
+#     (kazoo_lock.py revoke: set(holder_node, b"__REVOKE__")) asks a zklock
+#     holder as the Revoker does; zklock's request reaches a Kazoo holder's
+#     node, but Kazoo sets no watch on it, does not hear it and keeps holding
 
 use strict;
 use warnings;
@@ -439,6 +458,253 @@ exclude_both_ways(
 	path => '/interop/kazoo-rw',
 	zl => \%exclusive,
 	node_re => $mutex_node);
+
+# ---------------------------------------------------------------------------
+# Revocation (Curator's convention, see the top).
+
+# Run $sql in session $s until it answers $want, $secs at most; returns the
+# last answer.
+sub poll_session
+{
+	my ($s, $sql, $want, $secs) = @_;
+	my $deadline = time + $secs;
+	while (1)
+	{
+		my $got = $s->query_safe($sql);
+		return $got if $got eq $want || time > $deadline;
+		sleep 0.1;
+	}
+}
+
+# "$lib mutex revoke" on $path: the node it asked ("revoked <node>" gives
+# it; "none" gives ''), undef if it failed.  Its exit is waited for.
+sub program_revoke
+{
+	my ($lib, $path, $label) = @_;
+	my $p = program_start($lib, $path, 'mutex', 'revoke');
+	my $said = program_wait($p, qr/^(revoked \S+|none)$/m, 60);
+	my $status = program_end($p);
+	ok(defined $said && defined $status && $status == 0,
+		"$label: $p->{what} asks and exits with status 0")
+	  or program_diag($p);
+	return undef unless defined $said;
+	return $said =~ /^revoked (\S+)$/ ? $1 : '';
+}
+
+# zklock asks a Curator holder whose InterProcessMutex was made Revocable:
+# its RevocationListener hears it and lets go, promptly.
+sub zklock_asks_curator
+{
+	my ($path) = @_;
+	my $label = 'zklock asks Curator';
+	note "$label: zk_lock_request_release vs a revocable Curator mutex on $path";
+	my $p = program_start('curator', $path, 'mutex', 'revocable', 60);
+	ok(defined program_wait($p, qr/^acquired (\d+)$/m, 60),
+		"$label: $p->{what} acquires $path")
+	  or program_diag($p);
+	ok(wait_children($path, 1, 10), "$label: Curator's node is the only one")
+	  or diag explain children($path);
+
+	my $s = session($node, 'interop_asker');
+	my $t_request = time;
+	is($s->query_safe("SELECT zk_lock_request_release('$path')"),
+		'1', "$label: zk_lock_request_release asks one holder");
+	my $heard = program_wait($p, qr/^revoke-requested (\d+)$/m, 20);
+	ok(defined $heard, "$label: Curator's RevocationListener hears it (20 s)")
+	  or program_diag($p);
+	my $released = program_wait($p, qr/^released (\d+)$/m, 20);
+	ok(defined $released, "$label: Curator releases (20 s)")
+	  or program_diag($p);
+	my $status = program_end($p);
+	ok(defined $status && $status == 0,
+		"$label: $p->{what} exits with status 0")
+	  or program_diag($p);
+	note sprintf(
+		"$label: from the request to Curator's listener %.3f s, to its release %.3f s",
+		($heard // 0) / 1000 - $t_request,
+		($released // 0) / 1000 - $t_request);
+
+	is($s->query_safe("SELECT zk_lock_try_acquire('$path')"),
+		't', "$label: then zklock takes $path");
+	is($s->query_safe("SELECT zk_lock_release('$path')"),
+		't', "$label: zklock releases");
+	ok(wait_children($path, 0, 10), "$label: no node left in $path")
+	  or diag explain children($path);
+	$s->quit;
+	return;
+}
+
+# $lib's "revoke" (Curator: Revoker.attemptRevoke; Kazoo: the same write by
+# hand) asks a zklock holder: the holder sees it, the views still say who
+# holds, and it keeps the lock (zklock.revocable is off).
+sub lib_asks_zklock
+{
+	my (%a) = @_;
+	my ($label, $lib, $path) = @a{qw(label lib path)};
+	my $Lib = $display{$lib};
+
+	note "$label: $Lib revoke vs a zklock holder of $path";
+	my $h = session($node, 'interop_asked');
+	my $o = session($node, 'interop_observer');
+	is($h->query_safe("SELECT zk_lock_acquire('$path')"),
+		't', "$label: zklock takes $path");
+	my $pid = $h->query_safe('SELECT pg_backend_pid()');
+	my $znode =
+	  $h->query_safe("SELECT znode FROM zk_locks WHERE name = '$path'");
+	is($h->query_safe("SELECT zk_lock_release_requested('$path')"),
+		'f', "$label: no release requested yet");
+	is( $o->query_safe(
+			"SELECT pid, release_requested FROM zk_lock_holders('$path')"),
+		"$pid|f",
+		"$label: zk_lock_holders: the holder, no release requested");
+
+	my $t_start = time;
+	is(program_revoke($lib, $path, $label),
+		$znode, "$label: $Lib asks the zklock holder's node ($znode)");
+	my $t_exited = time;
+	is( poll_session(
+			$h, "SELECT zk_lock_release_requested('$path')", 't', 10),
+		't',
+		"$label: the holder sees it: zk_lock_release_requested is true (10 s)");
+	note sprintf(
+		"$label: zk_lock_release_requested true %.3f s after ${Lib}'s revoke was started, %.3f s after it exited",
+		time - $t_start, time - $t_exited);
+
+	# The worker writes the holder's info back (asynchronously).
+	is( poll_session(
+			$o,
+			"SELECT pid, release_requested FROM zk_lock_holders('$path')",
+			"$pid|t", 10),
+		"$pid|t",
+		"$label: zk_lock_holders: release requested, and still the holder's pid");
+	is( $o->query_safe(
+			"SELECT info ? 'release_requested_at', (info->>'pid')::int = $pid FROM zk_lock_queue('$path')"
+		),
+		't|t',
+		"$label: the node's info is the holder's, with release_requested_at");
+	is( $h->query_safe(
+			"SELECT state, release_requested FROM zk_locks WHERE name = '$path'"),
+		'held|t',
+		"$label: the zklock holder still holds, release requested");
+	is($o->query_safe("SELECT zk_lock_try_acquire('$path')"),
+		'f', "$label: nobody else gets it");
+	is($h->query_safe("SELECT zk_lock_release('$path')"),
+		't', "$label: the holder releases when it chooses");
+	ok(wait_children($path, 0, 10), "$label: no node left in $path")
+	  or diag explain children($path);
+	$o->quit;
+	$h->quit;
+	return;
+}
+
+# zklock asks a Kazoo holder: the request reaches its node, but Kazoo's Lock
+# watches no data and keeps holding.
+sub zklock_asks_kazoo
+{
+	my ($path) = @_;
+	my $label = 'zklock asks Kazoo';
+	note "$label: zk_lock_request_release vs a Kazoo Lock on $path";
+	my $p = program_start('kazoo', $path, 'mutex', 'hold', 60);
+	ok(defined program_wait($p, qr/^acquired (\d+)$/m, 60),
+		"$label: $p->{what} acquires $path")
+	  or program_diag($p);
+
+	my $s = session($node, 'interop_asker');
+	is($s->query_safe("SELECT zk_lock_request_release('$path')"),
+		'1', "$label: zk_lock_request_release reaches the Kazoo holder's node");
+	is( $s->query_safe(
+			"SELECT holding, release_requested, pid IS NULL FROM zk_lock_holders('$path')"
+		),
+		't|t|t',
+		"$label: zk_lock_holders: its node holds and says __REVOKE__ (nobody writes it back)"
+	);
+	sleep_for(1);
+	ok(!program_said($p, qr/released|lost/),
+		"$label: Kazoo does not hear it (1 s)")
+	  or program_diag($p);
+	is($s->query_safe("SELECT zk_lock_try_acquire('$path')"),
+		'f', "$label: Kazoo keeps holding: zklock's try fails");
+	program_release($p, $label);
+	is($s->query_safe("SELECT zk_lock_try_acquire('$path')"),
+		't', "$label: zklock takes $path after Kazoo's release");
+	is($s->query_safe("SELECT zk_lock_release('$path')"),
+		't', "$label: zklock releases");
+	ok(wait_children($path, 0, 10), "$label: no node left in $path")
+	  or diag explain children($path);
+	$s->quit;
+	return;
+}
+
+# Curator's Revoker asks a zklock holder that set zklock.revocable while it
+# runs a statement: the statement fails with 57Z01, the lock is released
+# when its transaction rolls back, and Curator gets it.
+sub curator_asks_revocable_zklock
+{
+	my ($path) = @_;
+	my $label = 'Curator asks a revocable zklock holder';
+	note "$label: on $path";
+	my $h = session($node, 'interop_revocable');
+	$h->query_safe('SET zklock.revocable = on');
+	$h->{stdin} .= "\\set VERBOSITY verbose\n";
+	is($h->query_safe("SELECT zk_lock_acquire('$path')"),
+		't', "$label: zklock takes $path");
+	my $znode =
+	  $h->query_safe("SELECT znode FROM zk_locks WHERE name = '$path'");
+	send_query($h, 'SELECT pg_sleep(60)', 'sleep_done');
+	ok( $node->poll_query_until(
+			'postgres',
+			"SELECT wait_event FROM pg_stat_activity WHERE application_name = 'interop_revocable'",
+			'PgSleep'),
+		"$label: the holder runs pg_sleep(60)");
+
+	my $t_start = time;
+	is(program_revoke('curator', $path, $label),
+		$znode, "$label: Curator's Revoker asks the holder's node");
+	wait_marker($h, 'sleep_done');
+	# From the revoke program's start (the JVM's start-up included: the
+	# program says nothing before it asks).
+	my $failed_after = time - $t_start;
+	# psql's error is on stderr, maybe not read yet.
+	my $deadline = time + 5;
+	while ($h->{stderr} !~ /ERROR/ && time < $deadline)
+	{
+		eval { $h->{run}->pump_nb };
+		sleep 0.02;
+	}
+	like(
+		$h->{stderr},
+		qr/\bERROR:\s+57Z01: canceling statement because the release of zklock lock "\Q$path\E" was requested/,
+		"$label: the holder's statement fails with SQLSTATE 57Z01");
+	cmp_ok($failed_after, '<', 20,
+		"$label: it fails within 20 s of the request (not at the end of the sleep)");
+	note sprintf(
+		"$label: the statement failed %.3f s after Curator's revoke was started",
+		$failed_after);
+	$h->{stderr} = '';
+	is($h->query_safe('SELECT count(*) FROM zk_locks'),
+		'0', "$label: the rollback released the lock");
+	ok(wait_children($path, 0, 10), "$label: and its node is gone")
+	  or diag explain children($path);
+	is(program_try('curator', $path, 'mutex'),
+		'acquired', "$label: then Curator mutex try acquires");
+	ok(wait_children($path, 0, 10), "$label: no node left in $path")
+	  or diag explain children($path);
+	$h->quit;
+	return;
+}
+
+# 5. Revocation, both ways.
+zklock_asks_curator('/interop/revoke-curator');
+lib_asks_zklock(
+	label => 'Curator Revoker asks zklock',
+	lib => 'curator',
+	path => '/interop/revoke-zklock-curator');
+lib_asks_zklock(
+	label => 'Kazoo (by hand) asks zklock',
+	lib => 'kazoo',
+	path => '/interop/revoke-zklock-kazoo');
+zklock_asks_kazoo('/interop/revoke-kazoo');
+curator_asks_revocable_zklock('/interop/revocable');
 
 # Nothing left behind, outside zklock.root too.
 my $left = $zk->wait_no_ephemerals('/interop', 20);
