@@ -9,10 +9,10 @@
  * as pg_cancel_backend does.  The cancel that the next CHECK_FOR_INTERRUPTS
  * raises is turned into 57Z01 by an error context callback that is on the
  * stack while a statement runs, before any exception handler sees it.  A
- * backend that was idle (the cancel is ignored then), or that was asked
- * before it held the lock, hears it when its next statement starts.  When
- * the transaction rolls back, the session holds of the lock are given up
- * too.  Each hold is interrupted once: a job that catches 57Z01 keeps the
+ * backend that was idle (the cancel is ignored then) hears it when its next
+ * statement starts; one asked while it waited for the lock, once granted.
+ * When the transaction rolls back, the session holds of the lock are given
+ * up too.  Each hold is interrupted once: a job that catches 57Z01 keeps the
  * lock and decides for itself.
  */
 #include "postgres.h"
@@ -88,6 +88,7 @@ take_request(void)
 		return NULL;
 	}
 	found->revoke_raised = true;
+	bridge_held_mark_interrupted(found->watch);
 	raised_in_xact = true;
 	return found;
 }
@@ -178,13 +179,21 @@ revocation_process_utility(ZKLOCK_PROCESS_UTILITY_PARAMS)
 	error_context_stack = callback.previous;
 }
 
-/* A lock is held now: the worker may interrupt us for it. */
+/*
+ * A lock is held now: the worker may interrupt us for it.  A request heard
+ * while we waited for it is raised at once.
+ */
 void
 revocation_granted(LockEntry *entry)
 {
+	LockEntry  *asked;
+
 	publish_revocable();
 	bridge_held_granted(entry->watch);
 	grant_unseen = true;
+	asked = take_request();
+	if (asked != NULL)
+		ereport(ERROR, describe(asked));
 }
 
 /*

@@ -153,8 +153,12 @@ release_requested(WorkerWatch *ww, int version)
 		since = sh->release_requested_at;
 		slot->release_requests++;
 		latch = worker_slot_latch(ww->slot, ww->incarnation);
-		if (sh->granted && slot->revocable)
+		/* Once per hold: a job that caught 57Z01 decided. */
+		if (sh->granted && slot->revocable && !sh->interrupted)
+		{
+			sh->interrupted = true;
 			interrupt = slot->pid;
+		}
 	}
 	SpinLockRelease(&zk_shared->mutex);
 	if (since == 0)

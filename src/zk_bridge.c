@@ -705,6 +705,17 @@ bridge_held_release_requested(HeldWatch *hw, int64_t *since)
 	return requested;
 }
 
+/* The backend raises the request as an interrupt: the worker need not. */
+void
+bridge_held_mark_interrupted(HeldWatch *hw)
+{
+	if (hw == NULL)
+		return;
+	SpinLockAcquire(&zk_shared->mutex);
+	hw->sh->interrupted = true;
+	SpinLockRelease(&zk_shared->mutex);
+}
+
 /* How many release requests the worker heard for this backend's nodes. */
 uint64_t
 bridge_release_requests(void)

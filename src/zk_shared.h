@@ -70,6 +70,7 @@ typedef struct SharedHeld
 	bool		deleted;
 	bool		granted;		/* the backend holds the lock, not waits */
 	bool		release_requested;	/* the node's data said __REVOKE__ */
+	bool		interrupted;	/* the backend was, or raised it, for this */
 	TimestampTz release_requested_at;	/* when the worker first heard it */
 	int			data_len;		/* data: immutable once queued */
 	char		data[FLEXIBLE_ARRAY_MEMBER];

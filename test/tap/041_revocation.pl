@@ -9,7 +9,8 @@
 #     statement fails with 57Z01, a wait for another lock too, and the lock
 #     is free as soon as the transaction rolled back.  Off (the default), a
 #     request interrupts nothing.
-#  3. A job that catches 57Z01 keeps the lock until it lets go itself.
+#  3. A job that catches 57Z01 keeps the lock until it lets go itself, and
+#     is not interrupted again for that hold.
 #  4. Data written into a holder's node that is not __REVOKE__ is no request;
 #     __REVOKE__ written into a waiter's node (Curator's Revoker may) is heard
 #     once it holds.
@@ -183,6 +184,8 @@ like($job->{stderr}, qr/NOTICE:  00000: asked to stop; still held: 1/,
 	'the job caught 57Z01 holding the lock');
 is($asker->query_safe(q{SELECT zk_lock_try_acquire('catch')}), 'f',
 	'caught: the lock is still held while the job finishes');
+is($asker->query_safe(q{SELECT zk_lock_request_release('catch')}), '1',
+	'asked again meanwhile: interrupted only once per hold (below)');
 is($asker->query_safe(q{SELECT zk_lock_acquire('catch', 30000)}), 't',
 	'and is given up by the job itself');
 wait_marker($job, 'catch-done');
@@ -221,6 +224,24 @@ ok( defined wait_true($asker,
 		q{SELECT bool_and(release_requested AND pid IS NOT NULL) FROM zk_lock_holders('waiting')}),
 	'and its node says who holds again');
 $job->query_safe(q{SELECT zk_lock_release('waiting')});
+
+# Revocable, the acquisition that gets such a lock fails with 57Z01 at once.
+$job->query_safe(q{SET zklock.revocable = on});
+$asker->query_safe(q{SELECT zk_lock_acquire('waiting')});
+send_query($job, q{SELECT zk_lock_acquire('waiting')}, 'granted');
+ok(wait_for_wait_event($node_a, 'job'), 'revocable: node_a waits for the lock');
+zk_set(queue_nodes($zk, 'waiting')->[1], '__REVOKE__');
+ok( defined wait_true($asker,
+		q{SELECT bool_and(release_requested AND pid IS NOT NULL) FROM zk_lock_holders('waiting') WHERE NOT holding}),
+	'the waiter heard the request (and wrote itself back)');
+$asker->query_safe(q{SELECT zk_lock_release('waiting')});
+wait_marker($job, 'granted');
+like($job->{stderr}, qr/ERROR:  57Z01: canceling statement because the release of zklock lock "waiting" was requested/,
+	'revocable: the acquisition fails with 57Z01 once granted');
+$job->{stderr} = '';
+is($job->query_safe(q{SELECT count(*) FROM zk_locks}), '0', 'and holds nothing');
+is(scalar @{ queue_nodes($zk, 'waiting') }, 0, 'no node is left');
+$job->query_safe(q{SET zklock.revocable = off});
 
 # ---------------------------------------------------------------------------
 # 5. Races, many times over.
