@@ -24,9 +24,9 @@ matrix=(
 )
 # Majors whose TAP run is only these scripts: on 19, what has code paths of
 # its own there at run time (shared memory, the session worker and its
-# dynamic area, the LWLock tranche) and the crash restart.
+# dynamic area, the LWLock tranche, the executor hook) and the crash restart.
 declare -A tap_subset=(
-	[19]="test/tap/003_kill9.pl test/tap/007_stats.pl test/tap/039_server_session.pl"
+	[19]="test/tap/003_kill9.pl test/tap/007_stats.pl test/tap/039_server_session.pl test/tap/041_revocation.pl"
 )
 
 if [ "$(id -u)" -ne 0 ]; then
