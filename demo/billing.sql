@@ -57,3 +57,27 @@ BEGIN
     UPDATE billing_runs SET finished_at = clock_timestamp() WHERE id = run_id;
 END
 $$;
+
+-- long_billing(max_batches): a long run that commits batch by batch, under a
+-- session lock (it outlives each COMMIT), and stops politely after the
+-- current batch when anybody, on any node, asks for the lock with
+-- zk_lock_request_release('long-billing').
+CREATE TABLE billing_batches (
+    node    text NOT NULL DEFAULT current_setting('cluster_name'),
+    batch   int NOT NULL,
+    done_at timestamptz NOT NULL
+);
+
+CREATE PROCEDURE long_billing(max_batches int)
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM zk_lock_acquire('long-billing');
+    FOR b IN 1..max_batches LOOP
+        INSERT INTO billing_batches (batch, done_at) VALUES (b, clock_timestamp());
+        PERFORM pg_sleep(0.1);                  -- the batch
+        COMMIT;
+        EXIT WHEN zk_lock_release_requested('long-billing');
+    END LOOP;
+    PERFORM zk_lock_release('long-billing');
+END
+$$;

@@ -143,6 +143,29 @@ SQL
 	done | /usr/bin/python3 "$demo/timeline.py" "$@"
 }
 
+# polite_stop: the first node runs long_billing(); the second asks it to let
+# go and waits for the lock (its psql session ends with it held: that frees
+# it).
+polite_stop()
+{
+	local a=${nodes[0]} b=${nodes[1]} pid asked t0 t1 holder
+	psql_on "$a" -c "CALL long_billing(600)" &
+	pid=$!
+	until holder=$(psql_on "$b" -c "SELECT cluster_name || ', pid ' || pid FROM zk_lock_holders('long-billing') WHERE holding") &&
+		[ -n "$holder" ]; do
+		sleep 0.1
+	done
+	sleep 1
+	echo "   holder: $holder"
+	t0=$(date +%s.%N)
+	asked=$(psql_on "$b" -c "SELECT zk_lock_request_release('long-billing')")
+	psql_on "$b" -c "SELECT zk_lock_acquire('long-billing', 30000)" >/dev/null
+	t1=$(date +%s.%N)
+	echo "   $b asked $asked holder to let go, and got the lock $(/usr/bin/python3 -c "print('%.2f' % ($t1 - $t0))") s later"
+	wait "$pid"
+	echo "   $a stopped after its batch $(psql_on "$a" -c "SELECT max(batch) FROM billing_batches") and released"
+}
+
 main()
 {
 	zklock_setup
@@ -177,6 +200,10 @@ main()
 	echo "== the same under pg_advisory_xact_lock, which each node keeps to itself"
 	run_job advisory
 	timeline advisory
+
+	echo
+	echo "== a polite stop: ${nodes[0]} runs a long job batch by batch; ${nodes[1]} asks it to let go"
+	polite_stop
 	echo
 }
 
