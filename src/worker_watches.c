@@ -112,8 +112,10 @@ static char *
 with_request(SharedHeld *sh, TimestampTz since, int *len)
 {
 	StringInfoData buf;
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 
 	initStringInfo(&buf);
+	MemoryContextSwitchTo(old);
 	/* The node's data is the JSON object node_info_json made. */
 	appendBinaryStringInfo(&buf, sh->data, sh->data_len - 1);
 	appendStringInfo(&buf, ",\"release_requested_at\":\"%s\"}",
@@ -170,7 +172,7 @@ release_requested(WorkerWatch *ww, int version)
 	call = worker_call_new(CALL_REWRITE);
 	call->slot = ww->slot;
 	call->incarnation = ww->incarnation;
-	call->path = pstrdup(ww->path);
+	call->path = MemoryContextStrdup(TopMemoryContext, ww->path);
 	call->data = with_request(sh, since, &call->data_len);
 	call->version = version;
 	worker_count_for(ww->slot, BRIDGE_SETS);
