@@ -68,7 +68,7 @@ if QUICK:
         first_use_rounds=3, first_use_later=10, deadlock_rounds=3,
         view_sizes=(1000,), view_reads=3,
         backends=200, throughput_clients=(64,), throughput_seconds=2.0,
-        kill9_rounds=1)
+        kill9_rounds=1, revoke_rounds=1, revoke_requests=20)
 else:
     CONF = dict(
         cycle_rounds=5, cycle_seconds=0.8,
@@ -82,7 +82,7 @@ else:
         first_use_rounds=5, first_use_later=20, deadlock_rounds=7,
         view_sizes=(1000, 10000), view_reads=5,
         backends=1000, throughput_clients=(64, 512), throughput_seconds=5.0,
-        kill9_rounds=3)
+        kill9_rounds=3, revoke_rounds=3, revoke_requests=50)
 
 
 def log(msg):
@@ -745,6 +745,47 @@ def bench_first_use(t):
     return out
 
 
+# ---- 6. release requests ----
+
+def bench_revoke(t):
+    """A holder on node_a, asked by a backend of node_b: from the start of
+    zk_lock_request_release to the moment the holder's server heard it (the
+    release_requested_at it writes back), against zkbare's holder reading
+    the request that another session wrote after listing the queue."""
+    n = CONF['revoke_requests']
+    log('  release requests: %d rounds of %d' % (CONF['revoke_rounds'], n))
+    bare_parent = BARE_ROOT + '/revoke'
+    t.zkbare(t.zk, 'mkdir', bare_parent)
+    holder = t.nodes[0].session('bench_revoke_holder')
+    asker = t.nodes[1].session('bench_revoke_asker')
+    try:
+        def measure(v, r):
+            if v == 'bare':
+                return [float(x) * 1000
+                        for x in t.zkbare(t.zk, 'revoke', bare_parent, n).split()]
+            ms = []
+            for _ in range(n):
+                holder.query("SELECT zk_lock_acquire('bench-revoke')")
+                ms.append(float(asker.value("SELECT bench_revoke('bench-revoke')")) * 1000)
+                holder.query("SELECT zk_lock_release('bench-revoke')")
+            return ms
+
+        xs = t.rounds(CONF['revoke_rounds'], ['zklock', 'bare'], measure)
+        holder.query("SELECT zk_lock_acquire('bench-revoke')")
+        look_us = float(holder.value("SELECT bench_release_requested('bench-revoke', %d)"
+                                     % CONF['local_calls'])) * 1e6
+        holder.query("SELECT zk_lock_release('bench-revoke')")
+    finally:
+        holder.close()
+        asker.close()
+    out = dict(revoke_look_us=look_us)
+    for v in ('zklock', 'bare'):
+        flat = [x for one in xs[v] for x in one]
+        out['revoke_%s' % v] = median(flat)
+        out['revoke_%s_p99' % v] = percentile(flat, 99)
+    return out
+
+
 # ---- 7. one session per server ----
 
 def bench_sessions(t):
@@ -862,7 +903,7 @@ def bench_kill9(t):
     return {'kill9_s': median(xs)}
 
 
-# ---- 6. deadlock detection ----
+# ---- 10. deadlock detection ----
 
 DEADLOCK_TIMEOUT_MS = 100
 
@@ -1018,6 +1059,15 @@ def table_rows(res):
         lambda r: fmt((r['first_acquire'] - r['first_later'])
                       - (r['first_adv_acquire'] - r['first_adv_later']), '.2f'))
 
+    rows.append(('release requests: a holder on node_a asked from node_b (ms)', None))
+    row('  zklock: request -> the holder\'s server heard it, p50 / p99',
+        lambda r: '%s / %s' % (fmt(r['revoke_zklock'], '.2f'), fmt(r['revoke_zklock_p99'], '.2f')))
+    row('  bare C: list, set __REVOKE__ -> the holder read it, p50 / p99',
+        lambda r: '%s / %s' % (fmt(r['revoke_bare'], '.2f'), fmt(r['revoke_bare_p99'], '.2f')))
+    row('  p50 ratio zklock / bare', lambda r: fmt(r['revoke_zklock'] / r['revoke_bare'], '.2f') + 'x')
+    row('  zk_lock_release_requested() in the holder (us per call)',
+        lambda r: fmt(r['revoke_look_us'], '.1f'))
+
     rows.append(('one ZooKeeper session per server: %s backends of node_a holding a lock each'
                  % format(CONF['backends'], ','), None))
     row('  granted', lambda r: '%d/%d' % (r['sessions_granted'], CONF['backends']))
@@ -1144,7 +1194,16 @@ differences as noise.
   b; a backend on the other takes b, then (200 ms later) waits for a and so
   closes the cycle, as the victim.  It reports the time from the start of
   that wait to its 40P01: deadlock_timeout (%d ms, set for both), then
-  publishing its wait, reading the graph and checking the cycle again.""" % DEADLOCK_TIMEOUT_MS
+  publishing its wait, reading the graph and checking the cycle again.
+* **Release requests**: a backend of node_a holds a lock; a backend of
+  node_b asks (`zk_lock_request_release`: the queue's listing, then the
+  write of `__REVOKE__`), and the time runs from the start of that call to
+  the `release_requested_at` that node_a's session worker records when it
+  has read the request (its watch on the holder's node fired, it read the
+  data again).  The bare client does the same with two sessions: the asker
+  lists the queue and writes the lowest node, the holder, watching its own
+  node's data as a revocable Curator holder does, reads it again when its
+  watch fires.  The holder takes the lock anew for each request.""" % DEADLOCK_TIMEOUT_MS
     with open(path, 'w') as f:
         f.write('# zklock benchmark results\n\n')
         f.write('Produced by `bash bench/run.sh`%s on %s, in %.1f minutes.\n\n'
@@ -1157,7 +1216,8 @@ differences as noise.
         f.write('* rounds: cycles %(cycle_rounds)d; handoff %(handoff_rounds)d, '
                 '%(handoff_seconds).0f s each; many locks %(many_rounds)d; '
                 'waiters %(waiter_rounds)d; first use %(first_use_rounds)d; '
-                'deadlocks %(deadlock_rounds)d\n\n' % CONF)
+                'deadlocks %(deadlock_rounds)d; release requests %(revoke_rounds)d '
+                'of %(revoke_requests)d\n\n' % CONF)
         if failures:
             f.write('## Measurements that failed and were repeated\n\n')
             f.write(''.join('* %s\n' % x.replace('\n', ' ') for x in failures) + '\n')
@@ -1201,6 +1261,7 @@ def main():
             r.update(bench_handoff(t))
             r.update(bench_waiters(t))
             r.update(bench_deadlock(t))
+            r.update(bench_revoke(t))
             r.update(bench_cluster_view(t))
             r.update(bench_sessions(t))
             r.update(bench_throughput(t))

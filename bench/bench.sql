@@ -185,3 +185,38 @@ END $$;
 
 -- The 1,000-backend measurement opens its backends through dblink.
 CREATE EXTENSION IF NOT EXISTS dblink;
+
+-- Revocation, the asker's side: ask the holders of lock, then wait until the
+-- holder's node records when its server heard the request (the
+-- release_requested_at it writes back).  Seconds from the request's start.
+CREATE FUNCTION bench_revoke(lock text) RETURNS double precision
+LANGUAGE plpgsql AS $$
+DECLARE
+  t0 timestamptz := clock_timestamp();
+  heard timestamptz;
+BEGIN
+  IF zk_lock_request_release(lock) <> 1 THEN
+    RAISE EXCEPTION 'no holder of % was asked', lock;
+  END IF;
+  FOR i IN 1..10000 LOOP
+    SELECT (info->>'release_requested_at')::timestamptz INTO heard
+      FROM zk_lock_queue(lock) WHERE holding;
+    IF heard IS NOT NULL THEN
+      RETURN extract(epoch FROM heard - t0);
+    END IF;
+    PERFORM pg_sleep(0.001);
+  END LOOP;
+  RAISE EXCEPTION 'the holder of % did not hear the request', lock;
+END $$;
+
+-- What the holder's look costs: seconds per zk_lock_release_requested().
+CREATE FUNCTION bench_release_requested(lock text, n int) RETURNS double precision
+LANGUAGE plpgsql AS $$
+DECLARE
+  t0 timestamptz := clock_timestamp();
+BEGIN
+  FOR i IN 1..n LOOP
+    PERFORM zk_lock_release_requested(lock);
+  END LOOP;
+  RETURN extract(epoch FROM clock_timestamp() - t0) / n;
+END $$;

@@ -30,6 +30,13 @@
  *		 THREADS threads sharing one session, each cycling on a lock of its
  *		 own (PREFIX1 .. PREFIXn) for SECONDS; prints the cycles per second
  *		 of all of them together
+ *	 zkbare HOSTS revoke PARENT N
+ *		 Curator's revocation: a holder's session takes the lock and watches
+ *		 its own node's data; another session lists PARENT's children and
+ *		 writes __REVOKE__ into the lowest, the holder's, N times after one to
+ *		 warm up; prints, one line each, the seconds from the listing's start
+ *		 to the holder having read the request (its watch fired and it read
+ *		 the data again, as Curator's holder does)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -615,8 +622,88 @@ usage(void)
 			"       zkbare HOSTS handoff PARENT CLIENTS SECONDS\n"
 			"       zkbare HOSTS pin PREFIX N\n"
 			"       zkbare HOSTS queue PARENT\n"
-			"       zkbare HOSTS throughput PREFIX THREADS SECONDS\n");
+			"       zkbare HOSTS throughput PREFIX THREADS SECONDS\n"
+			"       zkbare HOSTS revoke PARENT N\n");
 	return 2;
+}
+
+/* The path of parent's child with the lowest sequence number, into path. */
+static const char *
+lowest_child(Client *c, const char *parent, char *path)
+{
+	struct String_vector children;
+	int64_t		lowest = -1;
+	int			rc = zoo_get_children(c->zh, parent, 0, &children);
+
+	if (rc != ZOK)
+		die("get children", rc);
+	for (int i = 0; i < children.count; i++)
+	{
+		int64_t		seq = sequence_of(children.data[i]);
+
+		if (seq >= 0 && (lowest < 0 || seq < lowest))
+		{
+			lowest = seq;
+			snprintf(path, PATH_MAX_LEN, "%s/%s", parent, children.data[i]);
+		}
+	}
+	deallocate_String_vector(&children);
+	if (lowest < 0)
+		die("no lock child", ZNONODE);
+	return path;
+}
+
+static int
+cmd_revoke(const char *hosts, const char *parent, int n)
+{
+	Client		holder;
+	Client		asker;
+	char		node[PATH_MAX_LEN];
+	char		holder_node[PATH_MAX_LEN];
+
+	client_open(&holder, hosts);
+	client_open(&asker, hosts);
+	acquire(&holder, parent, node);
+	for (int i = 0; i <= n; i++)
+	{
+		char		data[64];
+		int			datalen = sizeof(data);
+		struct timespec t0;
+		struct timespec t1;
+		int			rc;
+
+		pthread_mutex_lock(&holder.mutex);
+		holder.watch_fired = false;
+		pthread_mutex_unlock(&holder.mutex);
+		rc = zoo_wget(holder.zh, node, watcher, &holder, data, &datalen, NULL);
+		if (rc != ZOK)
+			die("watch own node", rc);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		rc = zoo_set(asker.zh, lowest_child(&asker, parent, holder_node),
+					 "__REVOKE__", 10, -1);
+		if (rc != ZOK)
+			die("set", rc);
+		pthread_mutex_lock(&holder.mutex);
+		while (!holder.watch_fired)
+			pthread_cond_wait(&holder.cond, &holder.mutex);
+		pthread_mutex_unlock(&holder.mutex);
+		datalen = sizeof(data);
+		rc = zoo_get(holder.zh, node, 0, data, &datalen, NULL);
+		if (rc != ZOK)
+			die("get", rc);
+		if (datalen != 10 || memcmp(data, "__REVOKE__", 10) != 0)
+		{
+			fprintf(stderr, "zkbare: the holder read no request\n");
+			return 1;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (i > 0)
+			printf("%.6f\n", seconds_of(&t1) - seconds_of(&t0));
+	}
+	release(&holder, node);
+	client_close(&asker);
+	client_close(&holder);
+	return 0;
 }
 
 int
@@ -650,5 +737,7 @@ main(int argc, char **argv)
 		return cmd_queue(hosts, argv[3]);
 	if (strcmp(cmd, "throughput") == 0 && argc == 6)
 		return cmd_throughput(hosts, argv[3], atoi(argv[4]), atof(argv[5]));
+	if (strcmp(cmd, "revoke") == 0 && argc == 5)
+		return cmd_revoke(hosts, argv[3], atoi(argv[4]));
 	return usage();
 }

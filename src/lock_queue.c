@@ -92,6 +92,7 @@ typedef struct LockRead
 typedef struct QueueRead
 {
 	bool		by_name;		/* one lock asked for: errors are raised */
+	bool		names_only;		/* who holds is enough: no node's data read */
 	ZkRequest  *listing;		/* of zklock.root */
 	LockRead   *locks;
 	int			nlocks;
@@ -266,10 +267,10 @@ read_batch(QueueRead *r, LockRead *locks, int n)
 			take_listing(r, l, &l->gate_listing, true, NULL, NULL);
 		judge(l->nodes, 0, l->nlock, -1);
 		judge(l->nodes, l->nlock, l->nnodes, l->nleases);
-		for (int i = 0; i < l->nnodes; i++)
+		for (int i = 0; i < l->nnodes && !r->names_only; i++)
 			l->nodes[i].request = bridge_get(l->nodes[i].child);
 	}
-	for (int k = 0; k < n; k++)
+	for (int k = 0; k < n && !r->names_only; k++)
 	{
 		for (int i = 0; i < locks[k].nnodes; i++)
 		{
@@ -572,8 +573,10 @@ zk_lock_holders(PG_FUNCTION_ARGS)
  * zk_lock_request_release(name text): ask every holder of a lock to let go,
  * as Curator's Revoker does: write __REVOKE__ into the data of each holder's
  * node (not the waiters').  Returns how many nodes it was written to; a
- * holder that released meanwhile is not counted.  The node's ACL decides who
- * may: a node this session's credentials may not write raises 42501.
+ * holder that released meanwhile is not counted.  Who holds is judged from
+ * the listing alone (no node's data is read), so the writes go out one
+ * round trip after it.  The node's ACL decides who may: a node this
+ * session's credentials may not write raises 42501.
  */
 Datum
 zk_lock_request_release(PG_FUNCTION_ARGS)
@@ -585,6 +588,7 @@ zk_lock_request_release(PG_FUNCTION_ARGS)
 
 	zk_session_require();
 	r.by_name = true;
+	r.names_only = true;
 	r.locks = l = palloc0(sizeof(LockRead));
 	r.nlocks = 1;
 	l->name = name;
