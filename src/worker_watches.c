@@ -116,10 +116,15 @@ with_request(SharedHeld *sh, TimestampTz since, int *len)
 
 	initStringInfo(&buf);
 	MemoryContextSwitchTo(old);
-	/* The node's data is the JSON object node_info_json made. */
-	appendBinaryStringInfo(&buf, sh->data, sh->data_len - 1);
-	appendStringInfo(&buf, ",\"release_requested_at\":\"%s\"}",
-					 timestamptz_to_str(since));
+	/* The node's data is the JSON object node_info_json made: {...}. */
+	if (sh->data_len >= 2 && sh->data[sh->data_len - 1] == '}')
+	{
+		appendBinaryStringInfo(&buf, sh->data, sh->data_len - 1);
+		appendStringInfo(&buf, ",\"release_requested_at\":\"%s\"}",
+						 timestamptz_to_str(since));
+	}
+	else
+		appendBinaryStringInfo(&buf, sh->data, sh->data_len);
 	*len = buf.len;
 	return buf.data;
 }
