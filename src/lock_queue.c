@@ -93,6 +93,7 @@ typedef struct QueueRead
 {
 	bool		by_name;		/* one lock asked for: errors are raised */
 	bool		names_only;		/* who holds is enough: no node's data read */
+	ZkRequest  *sync;			/* in flight: the server catching up first */
 	ZkRequest  *listing;		/* of zklock.root */
 	LockRead   *locks;
 	int			nlocks;
@@ -301,6 +302,8 @@ abandon_all(QueueRead *r)
 {
 	if (r->listing)
 		bridge_abandon(r->listing);
+	if (r->sync)
+		bridge_abandon(r->sync);
 	for (int k = 0; k < r->nlocks; k++)
 	{
 		LockRead   *l = &r->locks[k];
@@ -575,7 +578,7 @@ zk_lock_holders(PG_FUNCTION_ARGS)
  * node (not the waiters').  Returns how many nodes it was written to; a
  * holder that released meanwhile is not counted.  Who holds is judged from
  * the listing alone (no node's data is read), so the writes go out one
- * round trip after it.  The node's ACL decides who may: a node this
+ * round trip after it (and the sync that goes with it).  The node's ACL decides who may: a node this
  * session's credentials may not write raises 42501.
  */
 Datum
@@ -596,7 +599,16 @@ zk_lock_request_release(PG_FUNCTION_ARGS)
 
 	PG_TRY();
 	{
+		/*
+		 * Our server may lag behind the one a holder was granted by: it
+		 * catches up with the leader before it lists (answered in order), so
+		 * that every holder granted before this call is asked.
+		 */
+		r.sync = bridge_sync(l->parent);
 		read_batch(&r, l, 1);
+		await_request(r.sync);
+		bridge_free(r.sync);
+		r.sync = NULL;
 		/* The writes go out together; their replies come in order. */
 		for (int i = 0; i < l->nnodes; i++)
 			if (l->nodes[i].holding && !l->nodes[i].gone)
