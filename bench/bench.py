@@ -751,7 +751,7 @@ def bench_revoke(t):
     """A holder on node_a, asked by a backend of node_b: from the start of
     zk_lock_request_release to the moment the holder's server heard it (the
     release_requested_at it writes back), against zkbare's holder reading
-    the request that another session wrote after listing the queue."""
+    the request that another session wrote after a sync and a listing."""
     n = CONF['revoke_requests']
     log('  release requests: %d rounds of %d' % (CONF['revoke_rounds'], n))
     bare_parent = BARE_ROOT + '/revoke'
@@ -1062,7 +1062,7 @@ def table_rows(res):
     rows.append(('release requests: a holder on node_a asked from node_b (ms)', None))
     row('  zklock: request -> the holder\'s server heard it, p50 / p99',
         lambda r: '%s / %s' % (fmt(r['revoke_zklock'], '.2f'), fmt(r['revoke_zklock_p99'], '.2f')))
-    row('  bare C: list, set __REVOKE__ -> the holder read it, p50 / p99',
+    row('  bare C: sync, list, set __REVOKE__ -> the holder read it, p50 / p99',
         lambda r: '%s / %s' % (fmt(r['revoke_bare'], '.2f'), fmt(r['revoke_bare_p99'], '.2f')))
     row('  p50 ratio zklock / bare', lambda r: fmt(r['revoke_zklock'] / r['revoke_bare'], '.2f') + 'x')
     row('  zk_lock_release_requested() in the holder (us per call)',
@@ -1196,12 +1196,12 @@ differences as noise.
   that wait to its 40P01: deadlock_timeout (%d ms, set for both), then
   publishing its wait, reading the graph and checking the cycle again.
 * **Release requests**: a backend of node_a holds a lock; a backend of
-  node_b asks (`zk_lock_request_release`: the queue's listing, then the
-  write of `__REVOKE__`), and the time runs from the start of that call to
+  node_b asks (`zk_lock_request_release`: a sync and the queue's listing,
+  pipelined, then the write of `__REVOKE__`), and the time runs from the start of that call to
   the `release_requested_at` that node_a's session worker records when it
   has read the request (its watch on the holder's node fired, it read the
   data again).  The bare client does the same with two sessions: the asker
-  lists the queue and writes the lowest node, the holder, watching its own
+  syncs and lists the queue and writes the lowest node, the holder, watching its own
   node's data as a revocable Curator holder does, reads it again when its
   watch fires.  The holder takes the lock anew for each request.""" % DEADLOCK_TIMEOUT_MS
     with open(path, 'w') as f:

@@ -32,8 +32,8 @@
  *		 of all of them together
  *	 zkbare HOSTS revoke PARENT N
  *		 Curator's revocation: a holder's session takes the lock and watches
- *		 its own node's data; another session lists PARENT's children and
- *		 writes __REVOKE__ into the lowest, the holder's, N times after one to
+ *		 its own node's data; another session syncs, lists PARENT's children
+ *		 and writes __REVOKE__ into the lowest, the holder's, N times after one to
  *		 warm up; prints, one line each, the seconds from the listing's start
  *		 to the holder having read the request (its watch fired and it read
  *		 the data again, as Curator's holder does)
@@ -627,13 +627,29 @@ usage(void)
 	return 2;
 }
 
-/* The path of parent's child with the lowest sequence number, into path. */
+static void
+ignore_sync(int rc, const char *value, const void *data)
+{
+	(void) rc;
+	(void) value;
+	(void) data;
+}
+
+/*
+ * The path of parent's child with the lowest sequence number, into path,
+ * after the server caught up with the leader (the sync is answered before
+ * the listing, in order, as zklock pipelines them).
+ */
 static const char *
 lowest_child(Client *c, const char *parent, char *path)
 {
 	struct String_vector children;
 	int64_t		lowest = -1;
-	int			rc = zoo_get_children(c->zh, parent, 0, &children);
+	int			rc = zoo_async(c->zh, parent, ignore_sync, NULL);
+
+	if (rc != ZOK)
+		die("sync", rc);
+	rc = zoo_get_children(c->zh, parent, 0, &children);
 
 	if (rc != ZOK)
 		die("get children", rc);
