@@ -1197,13 +1197,14 @@ differences as noise.
   publishing its wait, reading the graph and checking the cycle again.
 * **Release requests**: a backend of node_a holds a lock; a backend of
   node_b asks (`zk_lock_request_release`: a sync and the queue's listing,
-  pipelined, then the write of `__REVOKE__`), and the time runs from the start of that call to
-  the `release_requested_at` that node_a's session worker records when it
-  has read the request (its watch on the holder's node fired, it read the
-  data again).  The bare client does the same with two sessions: the asker
-  syncs and lists the queue and writes the lowest node, the holder, watching its own
-  node's data as a revocable Curator holder does, reads it again when its
-  watch fires.  The holder takes the lock anew for each request.""" % DEADLOCK_TIMEOUT_MS
+  pipelined, then the write of `__REVOKE__`), and the time runs from the
+  start of that call to the `release_requested_at` that node_a's session
+  worker records when it has read the request (its watch on the holder's
+  node fired, it read the data again).  The bare client does the same with
+  two sessions: the asker syncs, lists the queue and writes the lowest
+  node; the holder, watching its own node's data as a revocable Curator
+  holder does, reads it again when its watch fires.  The holder takes the
+  lock anew for each request.""" % DEADLOCK_TIMEOUT_MS
     with open(path, 'w') as f:
         f.write('# zklock benchmark results\n\n')
         f.write('Produced by `bash bench/run.sh`%s on %s, in %.1f minutes.\n\n'
