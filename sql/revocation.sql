@@ -66,6 +66,18 @@ SELECT zk_lock_release_requested('revoke-a'), release_requested FROM zk_locks WH
 SELECT zk_lock_request_release('revoke-a');
 SELECT wait_until($$SELECT zk_lock_release_requested('revoke-a')$$) AS heard;
 SELECT name, state, release_requested FROM zk_locks;
+-- Asking whether a release was requested sends nothing to ZooKeeper.
+SELECT wait_until($$SELECT bool_and(release_requested AND pid IS NOT NULL)
+                      FROM zk_lock_holders('revoke-a')$$) AS written_back;
+-- (the watch the write-back fired is set again by the end of the worker's
+-- turn: a moment is enough)
+SELECT pg_sleep(0.2);
+SELECT creates + deletes + children_lists + gets + watches + syncs + sets AS requests
+  FROM zk_session_stats \gset
+SELECT count(*) FILTER (WHERE zk_lock_release_requested('revoke-a')) AS asked
+  FROM generate_series(1, 1000);
+SELECT creates + deletes + children_lists + gets + watches + syncs + sets = :requests AS no_request
+  FROM zk_session_stats;
 SELECT zk_lock_release('revoke-a');
 SELECT zk_lock_release_requested('revoke-a') AS after_release;
 
