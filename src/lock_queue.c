@@ -578,8 +578,9 @@ zk_lock_holders(PG_FUNCTION_ARGS)
  * node (not the waiters').  Returns how many nodes it was written to; a
  * holder that released meanwhile is not counted.  Who holds is judged from
  * the listing alone (no node's data is read), so the writes go out one
- * round trip after it (and the sync that goes with it).  The node's ACL decides who may: a node this
- * session's credentials may not write raises 42501.
+ * round trip after it (and the sync that goes with it).  The node's ACL
+ * decides who may: a node this session's credentials may not write raises
+ * 42501.
  */
 Datum
 zk_lock_request_release(PG_FUNCTION_ARGS)
@@ -609,9 +610,12 @@ zk_lock_request_release(PG_FUNCTION_ARGS)
 		await_request(r.sync);
 		bridge_free(r.sync);
 		r.sync = NULL;
-		/* The writes go out together; their replies come in order. */
+		/*
+		 * The writes go out together; their replies come in order.  A holder
+		 * gone since the listing answers ZNONODE.
+		 */
 		for (int i = 0; i < l->nnodes; i++)
-			if (l->nodes[i].holding && !l->nodes[i].gone)
+			if (l->nodes[i].holding)
 				l->nodes[i].request = bridge_set(l->nodes[i].child, ZK_REVOKE_MESSAGE,
 											 ZK_REVOKE_MESSAGE_LEN, -1);
 		for (int i = 0; i < l->nnodes; i++)

@@ -23,7 +23,6 @@
 
 #include "compat.h"
 #include "guc.h"
-#include "lock_recipe.h"
 #include "lock_table.h"
 #include "revocation.h"
 #include "zk_bridge.h"
@@ -60,7 +59,7 @@ find_requested(LockEntry *entry, void *arg)
 	LockEntry **found = (LockEntry **) arg;
 
 	if (*found == NULL && !entry->revoke_raised &&
-		bridge_held_release_requested(entry->watch, NULL))
+		bridge_held_release_requested(entry->watch))
 		*found = entry;
 }
 

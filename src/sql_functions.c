@@ -328,7 +328,7 @@ zk_lock_release_requested(PG_FUNCTION_ARGS)
 	{
 		LockEntry  *entry = lock_table_find(name, mode);
 
-		if (entry != NULL && bridge_held_release_requested(entry->watch, NULL))
+		if (entry != NULL && bridge_held_release_requested(entry->watch))
 			PG_RETURN_BOOL(true);
 	}
 	PG_RETURN_BOOL(false);
@@ -353,7 +353,7 @@ emit_row(Tuplestorestate *store, TupleDesc desc, LockEntry *entry,
 	values[5] = Int64GetDatum(entry->token);
 	values[6] = TimestampTzGetDatum(entry->acquired_at);
 	values[7] = CStringGetTextDatum(lost_locks_state(entry));
-	values[8] = BoolGetDatum(bridge_held_release_requested(entry->watch, NULL));
+	values[8] = BoolGetDatum(bridge_held_release_requested(entry->watch));
 	tuplestore_putvalues(store, desc, values, nulls);
 }
 

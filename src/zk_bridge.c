@@ -687,11 +687,11 @@ bridge_held_granted(HeldWatch *hw)
 
 /*
  * Whether a release was requested for the node (its data was set to
- * __REVOKE__ since it was created), and since when: what the worker heard
- * through the watch, without a request.
+ * __REVOKE__ since it was created): what the worker heard through the
+ * watch, without a request.
  */
 bool
-bridge_held_release_requested(HeldWatch *hw, int64_t *since)
+bridge_held_release_requested(HeldWatch *hw)
 {
 	bool		requested;
 
@@ -699,8 +699,6 @@ bridge_held_release_requested(HeldWatch *hw, int64_t *since)
 		return false;
 	SpinLockAcquire(&zk_shared->mutex);
 	requested = hw->sh->release_requested;
-	if (since != NULL)
-		*since = hw->sh->release_requested_at;
 	SpinLockRelease(&zk_shared->mutex);
 	return requested;
 }

@@ -84,7 +84,7 @@ extern int64_t bridge_last_contact(void);
 typedef struct HeldWatch HeldWatch;
 extern HeldWatch *bridge_watch_held(const char *path, const char *data);
 extern void bridge_held_granted(HeldWatch *hw);
-extern bool bridge_held_release_requested(HeldWatch *hw, int64_t *since);
+extern bool bridge_held_release_requested(HeldWatch *hw);
 extern void bridge_held_mark_interrupted(HeldWatch *hw);
 extern uint64_t bridge_release_requests(void);
 extern void bridge_set_revocable(bool revocable);

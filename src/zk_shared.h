@@ -7,9 +7,9 @@
 #ifndef ZKLOCK_ZK_SHARED_H
 #define ZKLOCK_ZK_SHARED_H
 
+#include "datatype/timestamp.h"
 #include "port/atomics.h"
 #include "storage/latch.h"
-#include "datatype/timestamp.h"
 #include "storage/spin.h"
 #include "utils/dsa.h"
 
