@@ -24,7 +24,7 @@ our @EXPORT = qw(
   no_orphans_ok tree_empty_ok
   install_cs_log check_critical_sections
   zklock_wait_event wait_for_wait_event elapsed_since
-  session send_query wait_marker zk_session_field wait_session_state
+  session send_query wait_marker poll_query zk_session_field wait_session_state
   cs_begin_sql cs_end_sql cs_waiter_sql queue_nodes
   freeze_until_suspended finish_checks fakedns_lib sleep_for
   worker_pid wait_worker_session reconfigure);
@@ -275,18 +275,29 @@ sub zk_session_field
 	return $s->query_safe("SELECT $field FROM zk_session()");
 }
 
+# Run $sql in session $s until it answers $want, $timeout seconds at most
+# (default 10); returns its last answer.
+sub poll_query
+{
+	my ($s, $sql, $want, $timeout) = @_;
+	my $deadline = time + ($timeout // 10);
+	while (1)
+	{
+		my $got = $s->query_safe($sql);
+		return $got if $got eq $want || time > $deadline;
+		sleep_for(0.01);
+	}
+}
+
 # Poll zk_session().state in $s until it is $state; returns the seconds it
 # took, or undef on timeout.
 sub wait_session_state
 {
 	my ($s, $state, $timeout) = @_;
 	my $t0 = time;
-	while (time - $t0 < ($timeout // 60))
-	{
-		return time - $t0 if zk_session_field($s, 'state') eq $state;
-		sleep 0.05;
-	}
-	return undef;
+	return poll_query($s, 'SELECT state FROM zk_session()', $state, $timeout // 60) eq $state
+	  ? time - $t0
+	  : undef;
 }
 
 # A holder's critical section, recorded inside the transaction that holds the

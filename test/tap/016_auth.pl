@@ -67,14 +67,8 @@ is($other->query_safe(q{SELECT zk_lock_try_acquire('guarded')}), 'f',
 	'with the same credentials: the lock is shared, and taken');
 is($other->query_safe(q{SELECT zk_lock_request_release('guarded')}), '1',
 	'... and its holder may be asked to release it');
-my $heard = 'f';
-for (1 .. 500)
-{
-	$heard = $holder->query_safe(q{SELECT zk_lock_release_requested('guarded')});
-	last if $heard eq 't';
-	sleep_for(0.02);
-}
-is($heard, 't', '... and hears it');
+is(poll_query($holder, q{SELECT zk_lock_release_requested('guarded')}, 't'),
+	't', '... and hears it');
 is($other->query_safe(q{SELECT zk_lock_try_acquire('guarded2')}), 't',
 	'... and other locks can be taken');
 $other->query_safe(q{SELECT zk_lock_release('guarded2')});

@@ -462,20 +462,6 @@ exclude_both_ways(
 # ---------------------------------------------------------------------------
 # Revocation (Curator's convention, see the top).
 
-# Run $sql in session $s until it answers $want, $secs at most; returns the
-# last answer.
-sub poll_session
-{
-	my ($s, $sql, $want, $secs) = @_;
-	my $deadline = time + $secs;
-	while (1)
-	{
-		my $got = $s->query_safe($sql);
-		return $got if $got eq $want || time > $deadline;
-		sleep 0.1;
-	}
-}
-
 # "$lib mutex revoke" on $path: the node it asked ("revoked <node>" gives
 # it; "none" gives ''), undef if it failed.  Its exit is waited for.
 sub program_revoke
@@ -562,7 +548,7 @@ sub lib_asks_zklock
 	is(program_revoke($lib, $path, $label),
 		$znode, "$label: $Lib asks the zklock holder's node ($znode)");
 	my $t_exited = time;
-	is( poll_session(
+	is( poll_query(
 			$h, "SELECT zk_lock_release_requested('$path')", 't', 10),
 		't',
 		"$label: the holder sees it: zk_lock_release_requested is true (10 s)");
@@ -571,7 +557,7 @@ sub lib_asks_zklock
 		time - $t_start, time - $t_exited);
 
 	# The worker writes the holder's info back (asynchronously).
-	is( poll_session(
+	is( poll_query(
 			$o,
 			"SELECT pid, release_requested FROM zk_lock_holders('$path')",
 			"$pid|t", 10),

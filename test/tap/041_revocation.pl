@@ -50,19 +50,6 @@ BEGIN
 END $$;
 });
 
-# Poll $sql in session $s until it returns 't'; seconds it took, or undef.
-sub wait_true
-{
-	my ($s, $sql, $timeout) = @_;
-	my $t0 = time;
-	while (time - $t0 < ($timeout // 10))
-	{
-		return time - $t0 if $s->query_safe($sql) eq 't';
-		sleep_for(0.01);
-	}
-	return undef;
-}
-
 sub zk_set
 {
 	my ($path, $bytes) = @_;
@@ -218,10 +205,10 @@ my $waiter = queue_nodes($zk, 'waiting')->[1];
 zk_set($waiter, '__REVOKE__');
 $asker->query_safe(q{SELECT zk_lock_release('waiting')});
 wait_marker($job, 'granted');
-ok(defined wait_true($job, q{SELECT zk_lock_release_requested('waiting')}),
+is(poll_query($job, q{SELECT zk_lock_release_requested('waiting')}, 't'), 't',
 	'a request written while it waited is heard once it holds');
-ok( defined wait_true($asker,
-		q{SELECT bool_and(release_requested AND pid IS NOT NULL) FROM zk_lock_holders('waiting')}),
+is( poll_query($asker,
+		q{SELECT bool_and(release_requested AND pid IS NOT NULL) FROM zk_lock_holders('waiting')}, 't'), 't',
 	'and its node says who holds again');
 $job->query_safe(q{SELECT zk_lock_release('waiting')});
 
@@ -231,8 +218,9 @@ $asker->query_safe(q{SELECT zk_lock_acquire('waiting')});
 send_query($job, q{SELECT zk_lock_acquire('waiting')}, 'granted');
 ok(wait_for_wait_event($node_a, 'job'), 'revocable: node_a waits for the lock');
 zk_set(queue_nodes($zk, 'waiting')->[1], '__REVOKE__');
-ok( defined wait_true($asker,
-		q{SELECT bool_and(release_requested AND pid IS NOT NULL) FROM zk_lock_holders('waiting') WHERE NOT holding}),
+is( poll_query($asker,
+		q{SELECT bool_and(release_requested AND pid IS NOT NULL) FROM zk_lock_holders('waiting') WHERE NOT holding},
+		't'), 't',
 	'the waiter heard the request (and wrote itself back)');
 $asker->query_safe(q{SELECT zk_lock_release('waiting')});
 wait_marker($job, 'granted');
@@ -254,7 +242,8 @@ for my $i (1 .. 100)
 	{
 		# Asked and heard.
 		$asker->query_safe(q{SELECT zk_lock_request_release('race')}) eq '1' or $unheard++;
-		defined wait_true($job, q{SELECT zk_lock_release_requested('race')}, 5) or $unheard++;
+		poll_query($job, q{SELECT zk_lock_release_requested('race')}, 't', 5) eq 't'
+		  or $unheard++;
 		$job->query_safe(q{SELECT zk_lock_release('race')});
 	}
 	else

@@ -53,11 +53,8 @@ for my $case ([ 'holder on the leader', $leader, $followers[0] ],
 		}
 		$missed++ unless $asked eq '1';
 		my $t0 = time;
-		until ($holder->query_safe(q{SELECT zk_lock_release_requested('lagging')}) eq 't')
-		{
-			if (time - $t0 > 30) { $unheard++; last; }
-			sleep_for(0.005);
-		}
+		poll_query($holder, q{SELECT zk_lock_release_requested('lagging')}, 't', 30) eq 't'
+		  or $unheard++;
 		note sprintf('request %d heard after %.1f s', $i, time - $t0) if time - $t0 > 1;
 		$holder->query_safe(q{SELECT zk_lock_release('lagging')});
 	}
