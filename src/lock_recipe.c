@@ -33,6 +33,7 @@
 #include "deadlock.h"
 #include "lock_node.h"
 #include "lock_recipe.h"
+#include "lost_locks.h"
 #include "node_info.h"
 #include "zk_bridge.h"
 #include "zk_nodes.h"
@@ -642,7 +643,7 @@ attempt_finish(Attempt *a, HeldNode *held)
 	if (!granted)
 	{
 		give_up(a);
-		lock_recipe_await_releases(true);
+		lock_recipe_await_releases(true, true);
 		return false;
 	}
 	/*
@@ -686,12 +687,12 @@ acquire_semaphore(const LockRequest *req, Acquisition *acq,
 	PG_FINALLY();
 	{
 		if (gate.path != NULL)
-			lock_recipe_release(gate.path, gate.recheck_tag, gate.watch);
+			lock_recipe_release(gate.path, gate.recheck_tag, gate.watch, NULL);
 	}
 	PG_END_TRY();
 	/* Timed out: the gate's delete too is applied before returning. */
 	if (!granted)
-		lock_recipe_await_releases(true);
+		lock_recipe_await_releases(true, true);
 	return granted;
 }
 
@@ -729,8 +730,23 @@ lock_recipe_acquire(const LockRequest *req, HeldNode *held)
 }
 
 /*
+ * Locks released whose delete's verdict the backend has not read yet: each
+ * is proof that the lock was held until its release, or not (DESIGN 2).
+ */
+typedef struct PendingRelease
+{
+	dlist_node	node;
+	HeldWatch  *watch;
+	char		name[ZKLOCK_NAME_MAX + 1];
+} PendingRelease;
+
+static dlist_head pending_releases = DLIST_STATIC_INIT(pending_releases);
+
+/*
  * Delete a node we hold.  Does not wait, so that many releases go out as one
- * pipelined batch; lock_recipe_await_releases waits for the batch.
+ * pipelined batch; lock_recipe_await_releases waits for the batch.  name is
+ * the lock's, when the release must prove that the lock was held until then
+ * (NULL for a semaphore's gate, or a node never handed to the caller).
  *
  * recheck_tag is set when a create of this acquisition lost its reply, was
  * not found after the reconnect, and was made again: should the first one
@@ -739,38 +755,103 @@ lock_recipe_acquire(const LockRequest *req, HeldNode *held)
  */
 void
 lock_recipe_release(const char *node, const char *recheck_tag,
-					HeldWatch *watch)
+					HeldWatch *watch, const char *name)
 {
-	bridge_unwatch_held(watch);
-	bridge_delete_node(node);
+	if (name != NULL && watch != NULL)
+	{
+		PendingRelease *pr = MemoryContextAlloc(TopMemoryContext,
+												sizeof(PendingRelease));
+
+		pr->watch = watch;
+		strlcpy(pr->name, name, sizeof(pr->name));
+		dlist_push_tail(&pending_releases, &pr->node);
+		bridge_release_held(watch, node);
+	}
+	else
+	{
+		bridge_unwatch_held(watch);
+		bridge_delete_node(node);
+	}
 	if (recheck_tag != NULL)
 		bridge_delete_sibling_tagged(node, recheck_tag);
+}
+
+static bool
+verdicts_pending(void)
+{
+	dlist_iter	it;
+
+	dlist_foreach(it, &pending_releases)
+		if (bridge_release_verdict(dlist_container(PendingRelease, node, it.cur)->watch) == RELEASE_PENDING)
+		return true;
+	return false;
+}
+
+/*
+ * Read the verdicts of the releases sent; a release that proved nothing is
+ * reported (report: WARNING, and the transaction may not commit its work as
+ * if protected).  Returns how many proved nothing.
+ */
+static int
+settle_releases(bool report)
+{
+	dlist_mutable_iter it;
+	int			unproven = 0;
+
+	dlist_foreach_modify(it, &pending_releases)
+	{
+		PendingRelease *pr = dlist_container(PendingRelease, node, it.cur);
+
+		if (bridge_release_verdict(pr->watch) != RELEASE_PROVEN)
+		{
+			unproven++;
+			if (report)
+				lost_locks_release_unproven(pr->name);
+		}
+		bridge_unwatch_held(pr->watch);
+		dlist_delete(&pr->node);
+		pfree(pr);
+	}
+	return unproven;
 }
 
 /*
  * Wait until ZooKeeper has applied every delete we sent, so that a lock this
  * backend released is free for every other session by the time the release
- * (or COMMIT, or a timed-out acquire) returns, as with pg_advisory_lock.
+ * (or COMMIT, or a timed-out acquire) returns, as with pg_advisory_lock; and
+ * for the verdict on each released lock: the server's answer to its delete.
+ * Returns how many released locks it did not prove held until their release
+ * (reported when report is true; see settle_releases).
  *
- * Stops early when the session is not connected: the deletes are retried
- * after reconnecting, or go with the session.  Bounded by connect_timeout.
+ * Deletes: stops early when the session is not connected (they are retried
+ * after reconnecting, or go with the session); bounded by connect_timeout.
+ * Verdicts: waits while the session may still answer, at most its timeout.
  * interruptible is false in transaction callbacks, where a wait must not
  * serve interrupts or raise anything; there the bound is also at most the
  * session timeout, which only a superuser sets, because the backend cannot
  * be cancelled while it waits there.
  */
-void
-lock_recipe_await_releases(bool interruptible)
+int
+lock_recipe_await_releases(bool interruptible, bool report)
 {
 	int			limit_ms = interruptible ? zklock_connect_timeout :
 		Min(zklock_connect_timeout, zklock_session_timeout);
-	int64		deadline = bridge_now_ms() + limit_ms;
+	int			verdict_ms = !report ? 0 :
+		interruptible ? zklock_session_timeout : limit_ms;
+	int64		start = bridge_now_ms();
 
-	while (bridge_deletes_pending() &&
-		   zk_session_status() == ZK_SESSION_CONNECTED)
+	for (;;)
 	{
-		int64		left = deadline - bridge_now_ms();
+		ZkSessionStatus status = zk_session_status();
+		int64		now = bridge_now_ms();
+		int64		left = -1;
 
+		if (bridge_deletes_pending() && status == ZK_SESSION_CONNECTED &&
+			now < start + limit_ms)
+			left = start + limit_ms - now;
+		if (verdicts_pending() && status != ZK_SESSION_LOST &&
+			status != ZK_SESSION_NONE && now < start + verdict_ms)
+			left = Max(left, start + verdict_ms - now);
 		if (left <= 0)
 			break;
 		if (interruptible)
@@ -778,4 +859,5 @@ lock_recipe_await_releases(bool interruptible)
 		else
 			bridge_wait_quietly(left);
 	}
+	return settle_releases(report);
 }

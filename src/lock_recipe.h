@@ -30,8 +30,8 @@ typedef struct HeldNode
 
 extern bool lock_recipe_acquire(const LockRequest *req,
 								HeldNode *held);
-extern void lock_recipe_release(const char *node,
-								const char *recheck_tag, HeldWatch *watch);
-extern void lock_recipe_await_releases(bool interruptible);
+extern void lock_recipe_release(const char *node, const char *recheck_tag,
+								HeldWatch *watch, const char *name);
+extern int	lock_recipe_await_releases(bool interruptible, bool report);
 
 #endif							/* ZKLOCK_LOCK_RECIPE_H */

@@ -86,7 +86,8 @@ static void
 drop_entry(LockEntry *entry, bool delete_node)
 {
 	if (delete_node && zk_session_is_current(entry->generation))
-		lock_recipe_release(entry->node, entry->recheck_tag, entry->watch);
+		lock_recipe_release(entry->node, entry->recheck_tag, entry->watch,
+							LOCK_ENTRY_NAME(entry));
 	else
 		bridge_unwatch_held(entry->watch);
 	stats_hold_ended(LOCK_ENTRY_NAME(entry), !delete_node);

@@ -75,6 +75,27 @@ lost_locks_forget(const char *name, LockMode mode)
 }
 
 /*
+ * A lock released in this transaction whose release did not prove that it
+ * was held until then: ZooKeeper did not confirm, in the same session and
+ * within its timeout, the delete of a node that was still there.  The
+ * transaction wrote under a lock that may have been another's meanwhile.
+ */
+void
+lost_locks_release_unproven(const char *name)
+{
+	ereport(WARNING,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("zklock lock \"%s\" may have been lost before it was released", name),
+			 errdetail("ZooKeeper did not confirm that its node was still there when it was deleted: the session expired or was not heard from within its timeout, or another client had deleted the node."),
+			 errhint("A transaction that wrote while it held the lock cannot commit unless zklock.on_lost_lock = warning.")));
+	if (!lost_in_xact)
+	{
+		lost_in_xact = true;
+		strlcpy(lost_name, name, sizeof(lost_name));
+	}
+}
+
+/*
  * The commit guard, at PRE_COMMIT and PRE_PREPARE.  A transaction that wrote
  * something, while the backend holds a lock, commits only once the session
  * is proven alive by the server itself (zk_session_confirm), not by the
@@ -108,7 +129,7 @@ lost_locks_pre_commit(void)
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 			 errmsg("zklock lock \"%s\" was lost before the transaction committed",
 					lost_name),
-			 errdetail("Its ZooKeeper session expired, or was not heard from for longer than the session timeout, or its node was deleted by another client while this backend held it, so another session may have held the lock while this transaction ran."),
+			 errdetail("Its ZooKeeper session expired, or was not heard from for longer than the session timeout, or its node was deleted by another client while this backend held it, or its release was not confirmed by ZooKeeper, so another session may have held the lock while this transaction ran."),
 			 zklock_on_lost_lock == ON_LOST_LOCK_ERROR ?
 			 errhint("The transaction is rolled back.  Acquire the lock again and retry, or set zklock.on_lost_lock = warning to commit regardless.") :
 			 errhint("The transaction commits anyway because zklock.on_lost_lock = warning.")));

@@ -183,7 +183,7 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 	}
 	PG_CATCH();
 	{
-		lock_recipe_release(held.path, held.recheck_tag, held.watch);
+		lock_recipe_release(held.path, held.recheck_tag, held.watch, NULL);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -241,10 +241,7 @@ release(const char *name, LockMode mode)
 		return false;
 	entry = lock_table_find(name, mode);
 	if (entry != NULL && lock_table_release_session(entry))
-	{
-		lock_recipe_await_releases(true);
-		return true;
-	}
+		return lock_recipe_await_releases(true, true) == 0;
 	ereport(WARNING,
 			(errcode(ERRCODE_WARNING),
 			 mode == LOCK_MODE_SEMAPHORE ?
@@ -286,7 +283,7 @@ zklock_release_all_session_locks(void)
 
 	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
 	released = lock_table_release_all_session(false);
-	lock_recipe_await_releases(true);
+	lock_recipe_await_releases(true, true);
 	return released;
 }
 

@@ -171,11 +171,23 @@ worker_delete_done(int rc, const void *data)
 	/* Requests made while disconnected wait for the reconnect: no spinning. */
 	if (bridge_reply_lost(rc) && worker_still_current(call))
 	{
+		call->retried = true;
 		worker_issue_call(call, NULL);
 		return;
 	}
+	worker_heard_from_leader(call, ZKREQ_DELETE, rc, call->sent_at);
 	if (rc != ZOK && rc != ZNONODE)
 		report_cleanup_failure(call, rc);
+
+	/*
+	 * The server deleted the node of a released lock: it was there, so the
+	 * lock was held until now.  A node already gone is proof only when this
+	 * is a retry in the same session, whose first send may have deleted it;
+	 * the first send finding it gone means somebody else deleted it.
+	 */
+	if (DsaPointerIsValid(call->held))
+		worker_settle_release(call, worker_still_current(call) &&
+							  (rc == ZOK || (rc == ZNONODE && call->retried)));
 	disown(call->slot, call->incarnation, call->path);
 	if (call->counted)
 		worker_uncount(call->slot, call->incarnation);
@@ -212,13 +224,42 @@ worker_tagged_done(int rc, const struct String_vector *strings, const void *data
 	worker_call_free(call);
 }
 
+/*
+ * Write the verdict on a release's delete into the backend's SharedHeld,
+ * wake the backend, and drop the delete's reference to it.
+ */
+void
+worker_set_verdict(dsa_pointer held, int slot, uint32 incarnation, bool proven)
+{
+	SharedHeld *sh = dsa_get_address(zk_area, held);
+	Latch	   *latch;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	if (sh->release_verdict == RELEASE_PENDING)
+		sh->release_verdict = proven ? RELEASE_PROVEN : RELEASE_UNPROVEN;
+	latch = worker_slot_latch(slot, incarnation);
+	SpinLockRelease(&zk_shared->mutex);
+	zk_wake(latch);
+}
+
+void
+worker_settle_release(Call *call, bool proven)
+{
+	dsa_pointer held = call->held;
+
+	call->held = InvalidDsaPointer;
+	worker_set_verdict(held, call->slot, call->incarnation, proven);
+	worker_held_unref(held);
+}
+
 /* A cleanup for a backend, counted in its pending deletes, sent. */
 static void
 cleanup_call(CallKind kind, int slot, uint32 incarnation, const char *path,
-			 const char *tag)
+			 const char *tag, dsa_pointer held)
 {
 	Call	   *call = worker_call_new(kind);
 
+	call->held = held;
 	call->slot = slot;
 	call->incarnation = incarnation;
 	call->path = MemoryContextStrdup(TopMemoryContext, path);
@@ -236,11 +277,22 @@ cleanup_call(CallKind kind, int slot, uint32 incarnation, const char *path,
 void
 worker_cleanup_delete(int slot, uint32 incarnation, const char *path)
 {
+	worker_release_delete(slot, incarnation, path, InvalidDsaPointer);
+}
+
+/*
+ * Delete a node of a backend's; held, if valid, is the SharedHeld of the
+ * released lock, whose verdict the delete's answer gives.
+ */
+void
+worker_release_delete(int slot, uint32 incarnation, const char *path,
+					  dsa_pointer held)
+{
 	OwnedNode  *node = worker_find_owned(&worker_slots[slot], incarnation, path);
 
 	if (node != NULL)
 		node->deleting = true;
-	cleanup_call(CALL_DELETE, slot, incarnation, path, NULL);
+	cleanup_call(CALL_DELETE, slot, incarnation, path, NULL, held);
 }
 
 /* Delete a backend's child of parent that carries tag, if there is one. */
@@ -248,7 +300,8 @@ void
 worker_cleanup_delete_tagged(int slot, uint32 incarnation, const char *parent,
 							 const char *tag)
 {
-	cleanup_call(CALL_DELETE_TAGGED, slot, incarnation, parent, tag);
+	cleanup_call(CALL_DELETE_TAGGED, slot, incarnation, parent, tag,
+				 InvalidDsaPointer);
 }
 
 /* ---- backends that went ---- */

@@ -98,6 +98,8 @@ typedef struct Call
 	int			slot;			/* cleanups: for whom */
 	uint32		incarnation;
 	bool		counted;		/* in the slot's deletes_pending */
+	bool		retried;		/* CALL_DELETE: sent again after a lost reply */
+	dsa_pointer held;			/* CALL_DELETE of a release: verdict goes there */
 	char	   *tag;			/* CALL_DELETE_TAGGED */
 	char	   *path;			/* cleanups, CALL_REWRITE */
 	char	   *data;			/* CALL_REWRITE: the data, for this version */
@@ -148,6 +150,11 @@ extern void worker_uncertain_add(int slot, uint32 incarnation,
 								 const char *parent, const char *tag);
 extern void worker_cleanup_delete(int slot, uint32 incarnation,
 								  const char *path);
+extern void worker_release_delete(int slot, uint32 incarnation,
+								  const char *path, dsa_pointer held);
+extern void worker_set_verdict(dsa_pointer held, int slot, uint32 incarnation,
+							   bool proven);
+extern void worker_settle_release(Call *call, bool proven);
 extern void worker_cleanup_delete_tagged(int slot, uint32 incarnation,
 										 const char *parent, const char *tag);
 extern void worker_delete_done(int rc, const void *data);
@@ -160,6 +167,8 @@ extern Call *worker_call_new(CallKind kind);
 extern void worker_call_free(Call *call);
 extern bool worker_still_current(Call *call);
 extern bool worker_nothing_left(int rc);
+extern void worker_heard_from_leader(Call *call, ZkRequestKind kind, int rc,
+									 int64 sent_at);
 extern void worker_complete(Call *call, SharedRequest *sr, int rc);
 extern void worker_reply(Call *call, SharedRequest *sr, int rc);
 extern void worker_issue_call(Call *call, SharedRequest *sr);

@@ -53,6 +53,7 @@ worker_call_new(CallKind kind)
 	call->epoch = worker_generation;
 	call->sent_at = bridge_now_ms();
 	call->req = InvalidDsaPointer;
+	call->held = InvalidDsaPointer;
 	dlist_push_tail(&worker_in_flight, &call->in_flight);
 	worker_calls_in_flight++;
 	return call;
@@ -61,6 +62,9 @@ worker_call_new(CallKind kind)
 void
 worker_call_free(Call *call)
 {
+	/* A release's delete that ends without an answer proves nothing. */
+	if (DsaPointerIsValid(call->held))
+		worker_settle_release(call, false);
 	dlist_delete(&call->in_flight);
 	worker_calls_in_flight--;
 	if (call->tag)
@@ -91,6 +95,37 @@ server_answered(int rc)
 		rc == ZNOCHILDRENFOREPHEMERALS;
 }
 
+/*
+ * Whether a reply of the server to this kind of request went through the
+ * leader, and so proves that the session lived in the ensemble, not only in
+ * the server we talk to: a follower cut off from its leader answers reads
+ * (and pings) by itself until it gives up on the leader, syncLimit x
+ * tickTime later, while the leader may have expired the session long
+ * before.  Writes, failed ones too, and syncs are the leader's.
+ */
+static bool
+through_leader(ZkRequestKind kind)
+{
+	return kind == ZKREQ_CREATE || kind == ZKREQ_SET || kind == ZKREQ_SYNC ||
+		kind == ZKREQ_DELETE;
+}
+
+/*
+ * The leader answered a request of the open session sent at sent_at: the
+ * session cannot expire before sent_at plus its timeout.
+ */
+void
+worker_heard_from_leader(Call *call, ZkRequestKind kind, int rc, int64 sent_at)
+{
+	if (call->epoch != worker_generation || !server_answered(rc) ||
+		!through_leader(kind))
+		return;
+	SpinLockAcquire(&zk_shared->mutex);
+	if (sent_at > zk_shared->last_contact)
+		zk_shared->last_contact = sent_at;
+	SpinLockRelease(&zk_shared->mutex);
+}
+
 /* A reply after which there is nothing left to clean up or to report. */
 bool
 worker_nothing_left(int rc)
@@ -112,10 +147,8 @@ worker_complete(Call *call, SharedRequest *sr, int rc)
 	Latch	   *latch;
 
 	sr->rc = rc;
+	worker_heard_from_leader(call, sr->kind, rc, sr->sent_at);
 	SpinLockAcquire(&zk_shared->mutex);
-	if (call->epoch == worker_generation && server_answered(rc) &&
-		sr->sent_at > zk_shared->last_contact)
-		zk_shared->last_contact = sr->sent_at;
 	latch = worker_slot_latch(sr->slot, sr->incarnation);
 	SpinLockRelease(&zk_shared->mutex);
 
@@ -492,7 +525,9 @@ take_oneway(dsa_pointer dp, SharedRequest *sr)
 								path, worker_shared_slot(sr->slot)->pid)));
 				break;
 			}
-			worker_cleanup_delete(sr->slot, sr->incarnation, path);
+			/* A release's delete takes the backend's SharedHeld along. */
+			worker_release_delete(sr->slot, sr->incarnation, path, sr->held);
+			sr->held = InvalidDsaPointer;
 			break;
 		case ZKREQ_DELETE_TAGGED:
 			if (current && tag_is_backends(sr, tag))
@@ -533,7 +568,12 @@ take_oneway(dsa_pointer dp, SharedRequest *sr)
 			elog(LOG, "zklock: request kind %d is not one-way", (int) sr->kind);
 	}
 	if (DsaPointerIsValid(sr->held))
+	{
+		/* A release's delete not sent: its session is gone. */
+		if (sr->kind == ZKREQ_DELETE)
+			worker_set_verdict(sr->held, sr->slot, sr->incarnation, false);
 		worker_held_unref(sr->held);
+	}
 	if (sr->counted)
 		worker_uncount(sr->slot, sr->incarnation);
 	dsa_free(zk_area, dp);

@@ -49,14 +49,14 @@ xact_callback(XactEvent event, void *arg)
 			lock_table_xact_end(true);
 			revocation_xact_end(true);
 			lost_locks_xact_end();
-			lock_recipe_await_releases(false);
+			lock_recipe_await_releases(false, false);
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			lock_table_xact_end(false);
 			revocation_xact_end(false);
 			lost_locks_xact_end();
-			lock_recipe_await_releases(false);
+			lock_recipe_await_releases(false, false);
 			break;
 		default:
 			break;
@@ -76,7 +76,8 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			break;
 		case SUBXACT_EVENT_ABORT_SUB:
 			lock_table_subxact_abort(mySubid);
-			lock_recipe_await_releases(false);
+			/* The transaction goes on: what its holds proved still counts. */
+			lock_recipe_await_releases(false, true);
 			break;
 		default:
 			break;

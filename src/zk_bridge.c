@@ -603,13 +603,14 @@ bridge_watch_events(void)
 }
 
 /*
- * The session was heard from, through a reply to a request sent at the time
- * returned (bridge_now_ms; 0: not since the handle was opened).  The server
- * held the session at some moment after that time, so it cannot expire it
- * before that time plus the session timeout.  Pings and session events do
- * not count: the client does not tell when their request was sent, and a
- * reply read long after it came (by a worker that was stopped meanwhile)
- * proves nothing about the present.
+ * The session was heard from, through the leader's reply to a request sent
+ * at the time returned (bridge_now_ms; 0: not since the handle was opened).
+ * The leader held the session at some moment after that time, so it cannot
+ * expire it before that time plus the session timeout.  Reads, pings and
+ * session events do not count: a follower cut off from its leader answers
+ * them itself; the client does not tell when a ping was sent; and a reply
+ * read long after it came (by a worker that was stopped meanwhile) proves
+ * nothing about the present.
  */
 int64_t
 bridge_last_contact(void)
@@ -733,6 +734,39 @@ bridge_set_revocable(bool revocable)
 	SpinLockAcquire(&zk_shared->mutex);
 	my_slot->revocable = revocable;
 	SpinLockRelease(&zk_shared->mutex);
+}
+
+/*
+ * Release the lock of a node: delete it, and learn from the server's answer
+ * whether the lock was held until then (bridge_release_verdict).  The
+ * backend keeps hw until it has read the verdict, then lets go of it with
+ * bridge_unwatch_held.  False if the delete could not be asked for.
+ */
+bool
+bridge_release_held(HeldWatch *hw, const char *path)
+{
+	SpinLockAcquire(&zk_shared->mutex);
+	hw->sh->released = true;
+	hw->sh->refs++;				/* the delete's, until its verdict */
+	SpinLockRelease(&zk_shared->mutex);
+	if (request_oneway(ZKREQ_DELETE, path, NULL, 0, hw->dp, true))
+		return true;
+	SpinLockAcquire(&zk_shared->mutex);
+	hw->sh->refs--;
+	hw->sh->release_verdict = RELEASE_UNPROVEN;
+	SpinLockRelease(&zk_shared->mutex);
+	return false;
+}
+
+ReleaseVerdict
+bridge_release_verdict(HeldWatch *hw)
+{
+	ReleaseVerdict verdict;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	verdict = hw->sh->release_verdict;
+	SpinLockRelease(&zk_shared->mutex);
+	return verdict;
 }
 
 /*

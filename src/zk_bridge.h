@@ -89,6 +89,8 @@ extern void bridge_held_mark_interrupted(HeldWatch *hw);
 extern uint64_t bridge_release_requests(void);
 extern void bridge_set_revocable(bool revocable);
 extern void bridge_unwatch_held(HeldWatch *hw);
+extern bool bridge_release_held(HeldWatch *hw, const char *path);
+extern ReleaseVerdict bridge_release_verdict(HeldWatch *hw);
 extern bool bridge_held_deleted(HeldWatch *hw);
 extern void bridge_held_mark_deleted(HeldWatch *hw);
 extern uint64_t bridge_held_deletions(void);

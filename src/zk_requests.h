@@ -25,6 +25,18 @@ typedef enum ZkRequestKind
 	ZKREQ_HELD_WATCH			/* watch a node the backend created */
 } ZkRequestKind;
 
+/*
+ * What the server said to the delete of a lock the backend released: proof
+ * that the lock was held until then (its node was still there, in the same
+ * session), or none (see lock_recipe_release).
+ */
+typedef enum ReleaseVerdict
+{
+	RELEASE_PENDING,
+	RELEASE_PROVEN,
+	RELEASE_UNPROVEN
+} ReleaseVerdict;
+
 /* A copy of what the session watcher last saw. */
 typedef struct ZkSessionSnapshot
 {

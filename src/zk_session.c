@@ -259,14 +259,15 @@ zk_session_require(void)
  * The commit guard's proof that the session still lives (DESIGN 2): the
  * client's "connected" is a belief that a process stopped for longer than
  * the session timeout (a VM stall, SIGSTOP) still holds when it resumes.
- * The proof is a server reply to a request sent less than two thirds of the
- * session timeout ago (the client pings after a third of silence, so a busy
- * backend always has one): the server held the session after the request
+ * The proof is the leader's reply to a request sent less than two thirds of
+ * the session timeout ago (a create, delete, set or sync; see
+ * bridge_last_contact): the leader held the session after the request
  * was sent, so it keeps it at least a third of the timeout more, for the
  * commit record to be written.  Time is counted on the boot clock, which
  * runs during a suspend.  Without a young enough reply, one round trip: a
- * sync and, behind it, an exists on a held node (probe), which also proves
- * the node is still there.  Returns once the reply came or the session is
+ * sync, which the server we talk to answers only once its leader has, and,
+ * behind it, an exists on a held node (probe), which also proves the node
+ * is still there.  Returns once the reply came or the session is
  * lost (closed then, to be written off by the caller); waits at most the
  * session timeout.  Serves interrupts.
  */
@@ -306,21 +307,28 @@ zk_session_confirm(const char *probe, HeldWatch *probe_watch)
 				sync = bridge_sync(probe ? probe : zklock_root);
 				exists = bridge_exists(probe ? probe : zklock_root);
 			}
-			if (exists != NULL && bridge_done(exists))
+			/* The sync is the leader's word; the exists, behind it, the node's. */
+			if (exists != NULL && bridge_done(sync) && bridge_done(exists))
 			{
 				int			rc = exists->rc;
+				int			sync_rc = sync->rc;
+				bool		young = bridge_now_ms() - sync->sent_at <
+					timeout_ms - timeout_ms / 3;
 
 				bridge_abandon(sync);
 				bridge_abandon(exists);
 				sync = exists = NULL;
-				if (rc == ZOK || rc == ZNONODE)
+				/* An answer that took most of the timeout leaves no margin. */
+				if (sync_rc == ZOK && rc == ZOK && !young)
+					continue;
+				if (sync_rc == ZOK && (rc == ZOK || rc == ZNONODE))
 				{
 					confirmed = true;
 					if (rc == ZNONODE)
 						bridge_held_mark_deleted(probe_watch);
 					break;
 				}
-				if (!bridge_reply_lost(rc))
+				if (!bridge_reply_lost(rc) && !bridge_reply_lost(sync_rc))
 					break;
 				continue;
 			}

@@ -59,7 +59,8 @@ typedef struct SharedRequest
 
 /*
  * The watch on a node a backend created: referenced by the backend until it
- * deletes or forgets the node, and by the worker while the watch is set.
+ * deletes or forgets the node (a release: until the delete's verdict), by
+ * the worker while the watch is set, and by a release's delete in flight.
  * The node's own data stays here, for the worker to write back with a
  * release request recorded in it.
  */
@@ -71,6 +72,7 @@ typedef struct SharedHeld
 	bool		granted;		/* the backend holds the lock, not waits */
 	bool		release_requested;	/* the node's data said __REVOKE__ */
 	bool		interrupted;	/* the backend was, or raised it, for this */
+	ReleaseVerdict release_verdict; /* of the backend's delete, if any */
 	TimestampTz release_requested_at;	/* when the worker first heard it */
 	int			data_len;		/* data: immutable once queued */
 	char		data[FLEXIBLE_ARRAY_MEMBER];
