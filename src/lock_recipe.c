@@ -797,21 +797,21 @@ settle_releases(bool report)
 {
 	dlist_mutable_iter it;
 	int			unproven = 0;
+	char		first[ZKLOCK_NAME_MAX + 1];
 
 	dlist_foreach_modify(it, &pending_releases)
 	{
 		PendingRelease *pr = dlist_container(PendingRelease, node, it.cur);
 
-		if (bridge_release_verdict(pr->watch) != RELEASE_PROVEN)
-		{
-			unproven++;
-			if (report)
-				lost_locks_release_unproven(pr->name);
-		}
+		if (bridge_release_verdict(pr->watch) != RELEASE_PROVEN &&
+			unproven++ == 0)
+			strlcpy(first, pr->name, sizeof(first));
 		bridge_unwatch_held(pr->watch);
 		dlist_delete(&pr->node);
 		pfree(pr);
 	}
+	if (report && unproven > 0)
+		lost_locks_release_unproven(first, unproven);
 	return unproven;
 }
 

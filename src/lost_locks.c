@@ -75,17 +75,21 @@ lost_locks_forget(const char *name, LockMode mode)
 }
 
 /*
- * A lock released in this transaction whose release did not prove that it
- * was held until then: ZooKeeper did not confirm, in the same session and
+ * Locks released in this transaction (count, one of them name) whose
+ * release did not prove that they were held until then: ZooKeeper did not confirm, in the same session and
  * within its timeout, the delete of a node that was still there.  The
  * transaction wrote under a lock that may have been another's meanwhile.
  */
 void
-lost_locks_release_unproven(const char *name)
+lost_locks_release_unproven(const char *name, int count)
 {
 	ereport(WARNING,
 			(errcode(ERRCODE_CONNECTION_FAILURE),
-			 errmsg("zklock lock \"%s\" may have been lost before it was released", name),
+			 count == 1 ?
+			 errmsg("zklock lock \"%s\" may have been lost before it was released", name) :
+			 errmsg_plural("zklock lock \"%s\" and %d other lock may have been lost before they were released",
+						   "zklock lock \"%s\" and %d other locks may have been lost before they were released",
+						   count - 1, name, count - 1),
 			 errdetail("ZooKeeper did not confirm that its node was still there when it was deleted: the session expired or was not heard from within its timeout, or another client had deleted the node."),
 			 errhint("A transaction that wrote while it held the lock cannot commit unless zklock.on_lost_lock = warning.")));
 	if (!lost_in_xact)
