@@ -63,7 +63,10 @@ sub stop_process
 }
 
 # new(servers => 1|3, tick_ms => 500, dir => ..., durable => 0, keep => 0,
-#     max_client_cnxns => 0 (no limit))
+#     max_client_cnxns => 0 (no limit), partitionable => 0)
+#
+# partitionable (3 servers): server 1 reaches the leader, server 3, through
+# a proxy that cut_link() blackholes: a follower cut off from its leader.
 sub new
 {
 	my ($class, %opts) = @_;
@@ -73,17 +76,24 @@ sub new
 		durable => $opts{durable} // 0,
 		keep => $opts{keep} // 0,
 		max_client_cnxns => $opts{max_client_cnxns} // 0,
+		partitionable => $opts{partitionable} // 0,
 		dir => $opts{dir}
 		  // File::Temp::tempdir('zklock_zk_XXXX', TMPDIR => 1, CLEANUP => 1),
 		pids => {},
 	}, $class;
 	croak "servers must be 1 or 3" unless $self->{servers} == 1 || $self->{servers} == 3;
+	croak "partitionable needs 3 servers" if $self->{partitionable} && $self->{servers} != 3;
 	make_path($self->{dir});
 	for my $i (1 .. $self->{servers})
 	{
 		$self->{client_port}{$i} = free_port();
 		$self->{quorum_port}{$i} = free_port();
 		$self->{election_port}{$i} = free_port();
+	}
+	if ($self->{partitionable})
+	{
+		$self->{link_quorum_port} = free_port();
+		$self->{link_election_port} = free_port();
 	}
 	$self->_write_configs;
 	push @live_objects, $self;
@@ -94,12 +104,12 @@ sub dir { $_[0]->{dir} }
 sub servers { $_[0]->{servers} }
 sub client_port { $_[0]->{client_port}{ $_[1] } }
 
-# The connection string for zklock.hosts.
+# The connection string for zklock.hosts: of every server, or of those given.
 sub hosts
 {
-	my ($self) = @_;
-	return join ',',
-	  map { "127.0.0.1:$self->{client_port}{$_}" } 1 .. $self->{servers};
+	my ($self, @which) = @_;
+	@which = (1 .. $self->{servers}) unless @which;
+	return join ',', map { "127.0.0.1:$self->{client_port}{$_}" } @which;
 }
 
 sub _write_configs
@@ -127,8 +137,13 @@ EOF
 		print $fh "forceSync=no\n" unless $self->{durable};
 		if ($self->{servers} > 1)
 		{
-			print $fh "server.$_=127.0.0.1:$self->{quorum_port}{$_}:$self->{election_port}{$_}\n"
-			  for 1 .. $self->{servers};
+			for my $j (1 .. $self->{servers})
+			{
+				my ($q, $e) = ($self->{quorum_port}{$j}, $self->{election_port}{$j});
+				($q, $e) = ($self->{link_quorum_port}, $self->{link_election_port})
+				  if $self->{partitionable} && $i == 1 && $j == 3;
+				print $fh "server.$j=127.0.0.1:$q:$e\n";
+			}
 			open my $id, '>', "$data/myid" or croak "$data/myid: $!";
 			print $id "$i\n";
 			close $id;
@@ -137,10 +152,19 @@ EOF
 	}
 }
 
-# Start one server (default: all) and wait until it serves clients.
+# Start one server (default: all) and wait until it serves clients.  A
+# partitionable ensemble starts 3 and 2 first, so that 3 leads, then 1.
 sub start
 {
 	my ($self, @which) = @_;
+	if (!@which && $self->{partitionable})
+	{
+		$self->start(3, 2);
+		$self->{link_proxy} = [ $self->_spawn_proxy(
+			"$self->{link_quorum_port}:$self->{quorum_port}{3}",
+			"$self->{link_election_port}:$self->{election_port}{3}") ];
+		return $self->start(1);
+	}
 	@which = (1 .. $self->{servers}) unless @which;
 	for my $i (@which)
 	{
@@ -389,17 +413,11 @@ sub stop
 	return;
 }
 
-# Start a TCP proxy in front of every server (test/zk/tcpproxy.py); returns
-# the connection string that goes through it.
-sub start_proxy
+# Run test/zk/tcpproxy.py with these arguments; returns its pid and the
+# handle it acknowledges signals on.
+sub _spawn_proxy
 {
-	my ($self) = @_;
-	my @pairs;
-	for my $i (1 .. $self->{servers})
-	{
-		$self->{proxy_port}{$i} = free_port();
-		push @pairs, "$self->{proxy_port}{$i}:$self->{client_port}{$i}";
-	}
+	my ($self, @args) = @_;
 	pipe(my $ready_r, my $ready_w) or croak "pipe: $!";
 	my $pid = fork();
 	croak "fork: $!" unless defined $pid;
@@ -409,15 +427,29 @@ sub start_proxy
 		open STDIN, '<', '/dev/null';
 		open STDOUT, '>&', $ready_w;
 		open STDERR, '>>', "$self->{dir}/proxy.log";
-		{ exec '/usr/bin/python3', $TCPPROXY, @pairs; }
+		{ exec '/usr/bin/python3', $TCPPROXY, @args; }
 		POSIX::_exit(127);
 	}
 	close $ready_w;
 	my $line = <$ready_r>;
 	croak "proxy did not start; see $self->{dir}/proxy.log"
 	  unless defined $line && $line =~ /ready/;
-	$self->{proxy_pid} = $pid;
-	$self->{proxy_out} = $ready_r;
+	return ($pid, $ready_r);
+}
+
+# Start a TCP proxy in front of every server (test/zk/tcpproxy.py); returns
+# the connection string that goes through it.  delay_ms => N: every reply
+# reaches the client N ms late.
+sub start_proxy
+{
+	my ($self, %opts) = @_;
+	my @args = $opts{delay_ms} ? ("--delay=$opts{delay_ms}") : ();
+	for my $i (1 .. $self->{servers})
+	{
+		$self->{proxy_port}{$i} = free_port();
+		push @args, "$self->{proxy_port}{$i}:$self->{client_port}{$i}";
+	}
+	($self->{proxy_pid}, $self->{proxy_out}) = $self->_spawn_proxy(@args);
 	return $self->proxy_hosts;
 }
 
@@ -441,9 +473,31 @@ sub proxy_signal
 	return;
 }
 
+# Partition server 1 from its leader (partitionable), or heal the link:
+# the quorum link goes silent, stays open; healed, it is dropped and made
+# again.
+sub cut_link { $_[0]->_link_signal }
+sub heal_link { $_[0]->_link_signal }
+
+sub _link_signal
+{
+	my ($self) = @_;
+	my ($pid, $fh) = @{ $self->{link_proxy} or croak 'not partitionable' };
+	kill 'TTIN', $pid or croak "kill TTIN link proxy: $!";
+	my $ack = <$fh>;
+	croak 'link proxy did not acknowledge' unless defined $ack && $ack =~ /^done TTIN/;
+	return;
+}
+
 sub stop_proxy
 {
 	my ($self) = @_;
+	if (my $link = delete $self->{link_proxy})
+	{
+		close $link->[1];
+		kill 'TERM', $link->[0];
+		waitpid($link->[0], 0);
+	}
 	my $pid = delete $self->{proxy_pid} or return;
 	close delete $self->{proxy_out};
 	kill 'TERM', $pid;

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """A loopback TCP proxy that loses replies on demand, for fault tests.
 
-Usage: tcpproxy.py LISTEN_PORT:TARGET_PORT [LISTEN_PORT:TARGET_PORT ...]
+Usage: tcpproxy.py [--delay=MS] LISTEN_PORT:TARGET_PORT [...]
 
 Forwards 127.0.0.1:LISTEN_PORT to 127.0.0.1:TARGET_PORT and prints "ready"
-once listening.  Signals:
+once listening.  With --delay, every reply from the server reaches the
+client MS milliseconds late (in order).  Signals:
 
   SIGUSR1  drop every open connection at once;
   SIGUSR2  cut every open connection right after it has forwarded the
@@ -12,7 +13,11 @@ once listening.  Signals:
            it, but its reply never reaches the client (a lost reply);
   SIGWINCH the same, but after the client's next create request (and
            whatever came with it): a create whose reply is lost;
-  SIGHUP   start or stop refusing new connections (reset at once).
+  SIGHUP   start or stop refusing new connections (reset at once);
+  SIGTTIN  start or stop a partition: the connections stay open but every
+           byte either way is dropped (a link that went silent, not one
+           that closed); when it stops, the partitioned connections are
+           dropped, so that their ends connect again afresh.
 
 A cut resets the client's side and closes the server's side after the data,
 so the server still reads the request.  SIGTERM stops the proxy.  Each of
@@ -27,6 +32,8 @@ import sys
 
 connections = set()
 refusing = False
+partitioned = False
+delay_s = 0.0
 # ZooKeeper's create, create2, createContainer and createTTL requests.
 CREATE_OPS = (1, 15, 19, 21)
 
@@ -37,6 +44,8 @@ class Connection:
         self.server_writer = server_writer
         self.cut_after_request = False
         self.cut_after_create = False
+        self.partitioned = False
+        self.late = asyncio.Queue()
         self.closed = False
         # Client-side framing (4-byte length, then the request: xid, type,
         # ...), so that a cut comes after a whole request, however the
@@ -95,6 +104,12 @@ async def pump(reader, writer, conn, from_client):
             data = await reader.read(65536)
             if not data:
                 break
+            if partitioned or conn.partitioned:
+                conn.partitioned = True
+                continue
+            if delay_s > 0 and not from_client:
+                conn.late.put_nowait((asyncio.get_running_loop().time() + delay_s, data))
+                continue
             writer.write(data)
             await writer.drain()
             if from_client:
@@ -105,6 +120,19 @@ async def pump(reader, writer, conn, from_client):
     except (ConnectionError, OSError):
         pass
     conn.drop()
+
+
+async def deliver_late(conn):
+    """With --delay: the server's bytes, each at its time, in order."""
+    loop = asyncio.get_running_loop()
+    try:
+        while not conn.closed:
+            due, data = await conn.late.get()
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            conn.client_writer.write(data)
+            await conn.client_writer.drain()
+    except (ConnectionError, OSError):
+        conn.drop()
 
 
 async def handle(client_reader, client_writer, target_port):
@@ -119,9 +147,13 @@ async def handle(client_reader, client_writer, target_port):
         return
     conn = Connection(client_writer, server_writer)
     connections.add(conn)
+    if delay_s > 0:
+        late = asyncio.ensure_future(deliver_late(conn))
     await asyncio.gather(
         pump(client_reader, server_writer, conn, True),
         pump(server_reader, client_writer, conn, False))
+    if delay_s > 0:
+        late.cancel()
 
 
 def drop_all():
@@ -132,6 +164,15 @@ def drop_all():
 def toggle_refusing():
     global refusing
     refusing = not refusing
+
+
+def toggle_partition():
+    global partitioned
+    partitioned = not partitioned
+    if not partitioned:
+        for conn in list(connections):
+            if conn.partitioned:
+                conn.drop()
 
 
 def cut_after_next_request():
@@ -160,6 +201,8 @@ async def main(pairs):
                             acknowledged("WINCH", cut_after_next_create))
     loop.add_signal_handler(signal.SIGHUP,
                             acknowledged("HUP", toggle_refusing))
+    loop.add_signal_handler(signal.SIGTTIN,
+                            acknowledged("TTIN", toggle_partition))
     stop = loop.create_future()
     loop.add_signal_handler(signal.SIGTERM, stop.set_result, None)
     servers = []
@@ -175,5 +218,8 @@ async def main(pairs):
 
 
 if __name__ == "__main__":
+    args = sys.argv[1:]
+    if args and args[0].startswith("--delay="):
+        delay_s = int(args.pop(0)[len("--delay="):]) / 1000.0
     asyncio.run(main([tuple(int(p) for p in arg.split(":"))
-                      for arg in sys.argv[1:]]))
+                      for arg in args]))
