@@ -39,6 +39,7 @@ typedef struct WorkerWatch
 	int			type;			/* ZWATCHTYPE_DATA or _CHILD */
 	dsa_pointer held;			/* WATCH_HELD: the backend's SharedHeld */
 	bool		armed;			/* the server has it */
+	bool		arming;			/* its request is on its way */
 	bool		removing;		/* to be removed once armed */
 	bool		gone;			/* its slot forgot it (held: released) */
 	bool		unwatch_deferred;	/* see defer() */

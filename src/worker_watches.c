@@ -143,7 +143,6 @@ release_requested(WorkerWatch *ww, int version)
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz since = 0;
 	Latch	   *latch = NULL;
-	pid_t		interrupt = 0;
 	ZkSlot	   *slot;
 	Call	   *call;
 
@@ -160,18 +159,23 @@ release_requested(WorkerWatch *ww, int version)
 		since = sh->release_requested_at;
 		slot->release_requests++;
 		latch = worker_slot_latch(ww->slot, ww->incarnation);
-		/* Once per hold: a job that caught 57Z01 decided. */
-		if (sh->granted && slot->revocable && !sh->interrupted)
+		/*
+		 * Once per hold: a job that caught 57Z01 decided.  Never while it
+		 * commits or releases (its next statement hears the request).  The
+		 * signal goes under the mutex, which a backend takes to begin such
+		 * a section: it then knows whether one is on its way to it, and can
+		 * take it (see revocation_quiet).  kill() does not block.
+		 */
+		if (sh->granted && slot->revocable && !sh->interrupted && !slot->quiet)
 		{
 			sh->interrupted = true;
-			interrupt = slot->pid;
+			slot->revoke_signalled = true;
+			kill(slot->pid, SIGINT);
 		}
 	}
 	SpinLockRelease(&zk_shared->mutex);
 	if (since == 0)
 		return;
-	if (interrupt != 0)
-		kill(interrupt, SIGINT);
 	zk_wake(latch);
 
 	call = worker_call_new(CALL_REWRITE);
@@ -248,7 +252,9 @@ ignore_reply(int rc, const void *data)
 /*
  * Stop a watch of a backend's.  The client forgets it at once (so it is
  * never called back with it again); the server's watch, which serves every
- * watcher of the path in this session, is removed only with the last one.
+ * watcher of the path in this session, is removed only with the last one,
+ * counting those whose request is still on its way: the server would set
+ * such a watch and then remove it with ours, leaving its waiter asleep.
  * A watch not set yet is stopped when its reply comes.
  */
 void
@@ -273,7 +279,8 @@ worker_unwatch(WorkerWatch *ww)
 	{
 		WorkerWatch *other = dlist_container(WorkerWatch, all, it.cur);
 
-		if (other->armed && other->type == ww->type &&
+		/* One still on its way is set by the server before our removal. */
+		if ((other->armed || other->arming) && other->type == ww->type &&
 			strcmp(other->path, ww->path) == 0)
 		{
 			alone = false;
@@ -296,6 +303,7 @@ worker_watch_armed(int rc, WorkerWatch *ww, Call *call)
 	bool		again = bridge_reply_lost(rc) && ww->kind == WATCH_HELD &&
 		watch_wanted(ww) && worker_still_current(call);
 
+	ww->arming = false;
 	if (rc == ZOK)
 		ww->armed = true;
 	else if (ww->kind == WATCH_HELD && rc == ZNONODE)
@@ -350,6 +358,7 @@ worker_arm_watch_now(WorkerWatch *ww, Call *answer)
 	worker_client_depth++;
 	if (answer == NULL)
 		worker_count_for(ww->slot, BRIDGE_WATCHES);
+	ww->arming = true;
 	if (ww->type == ZWATCHTYPE_CHILD)
 		rc = zoo_awget_children(worker_zh, ww->path, watcher, ww, child_watch_done, call);
 	else
