@@ -17,7 +17,10 @@
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
 #include "executor/executor.h"
+#include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
 
@@ -41,6 +44,8 @@ static bool grant_unseen = false;
 static bool revocable_published = false;
 /* An interrupt was raised in this transaction. */
 static bool raised_in_xact = false;
+/* In a section the worker does not interrupt (see revocation_quiet). */
+static bool quiet = false;
 
 static void
 publish_revocable(void)
@@ -92,6 +97,23 @@ take_request(void)
 	return found;
 }
 
+/*
+ * A SIGINT the worker sent us for a request that is raised now, or must not
+ * interrupt what begins now, is on its way (or here): any system call
+ * brings it in, and its cancel is dropped, so that it cannot cancel a later
+ * statement, a COMMIT or a release with 57014.  (A user's cancel that came
+ * at that very moment goes with it; any later one works as usual.)
+ */
+static void
+take_revoke_signal(void)
+{
+	if (bridge_take_revoke_signal())
+	{
+		(void) getppid();
+		QueryCancelPending = false;
+	}
+}
+
 /* The interrupt's code and message, for the error being raised. */
 static int
 describe(LockEntry *entry)
@@ -114,7 +136,10 @@ cancel_to_request(void *arg)
 		return;
 	entry = take_request();
 	if (entry != NULL)
+	{
+		(void) bridge_take_revoke_signal();
 		describe(entry);
+	}
 }
 
 /* At a statement's start: a request not raised yet is raised now. */
@@ -128,7 +153,10 @@ check_at_statement_start(void)
 	publish_revocable();
 	entry = take_request();
 	if (entry != NULL)
+	{
+		take_revoke_signal();
 		ereport(ERROR, describe(entry));
+	}
 }
 
 static void
@@ -157,7 +185,10 @@ revocation_executor_run(ZKLOCK_EXECUTOR_RUN_PARAMS)
 	error_context_stack = callback.previous;
 }
 
-/* COMMIT, ROLLBACK and savepoints are never interrupted. */
+/*
+ * COMMIT, ROLLBACK and savepoints are never interrupted; a COMMIT is quiet
+ * from here to its end (deferred triggers run before the commit callbacks).
+ */
 static void
 revocation_process_utility(ZKLOCK_PROCESS_UTILITY_PARAMS)
 {
@@ -170,6 +201,14 @@ revocation_process_utility(ZKLOCK_PROCESS_UTILITY_PARAMS)
 	{
 		check_at_statement_start();
 		error_context_stack = &callback;
+	}
+	else
+	{
+		TransactionStmtKind kind = ((TransactionStmt *) pstmt->utilityStmt)->kind;
+
+		if (kind == TRANS_STMT_COMMIT || kind == TRANS_STMT_PREPARE ||
+			kind == TRANS_STMT_COMMIT_PREPARED)
+			revocation_quiet(true);
 	}
 	if (prev_process_utility)
 		prev_process_utility(ZKLOCK_PROCESS_UTILITY_ARGS);
@@ -192,7 +231,26 @@ revocation_granted(LockEntry *entry)
 	grant_unseen = true;
 	asked = take_request();
 	if (asked != NULL)
+	{
+		take_revoke_signal();
 		ereport(ERROR, describe(asked));
+	}
+}
+
+/*
+ * Begin (on) or end (off) a section in which the backend commits or releases
+ * locks: the worker does not interrupt it there for a release request, which
+ * the next statement hears instead; a signal sent just before is taken.
+ */
+void
+revocation_quiet(bool on)
+{
+	if (on == quiet || !bridge_attached())
+		return;
+	quiet = on;
+	bridge_set_quiet(on);
+	if (on)
+		take_revoke_signal();
 }
 
 /*
@@ -205,6 +263,7 @@ revocation_xact_end(bool commit)
 	if (raised_in_xact && !commit)
 		lock_table_release_all_session(true);
 	raised_in_xact = false;
+	revocation_quiet(false);
 }
 
 void

@@ -241,7 +241,15 @@ release(const char *name, LockMode mode)
 		return false;
 	entry = lock_table_find(name, mode);
 	if (entry != NULL && lock_table_release_session(entry))
-		return lock_recipe_await_releases(true, true) == 0;
+	{
+		bool		proven;
+
+		/* A release request heard now is not the release's business. */
+		revocation_quiet(true);
+		proven = lock_recipe_await_releases(true, true) == 0;
+		revocation_quiet(false);
+		return proven;
+	}
 	ereport(WARNING,
 			(errcode(ERRCODE_WARNING),
 			 mode == LOCK_MODE_SEMAPHORE ?
@@ -282,8 +290,10 @@ zklock_release_all_session_locks(void)
 	int			released;
 
 	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
+	revocation_quiet(true);
 	released = lock_table_release_all_session(false);
 	lock_recipe_await_releases(true, true);
+	revocation_quiet(false);
 	return released;
 }
 

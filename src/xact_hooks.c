@@ -30,9 +30,11 @@ xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
+			revocation_quiet(true);
 			lost_locks_pre_commit();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
+			revocation_quiet(true);
 			if (lock_table_xact_touched())
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -43,6 +45,7 @@ xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_PREPARE:
 			lost_locks_xact_end();
+			revocation_quiet(false);
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:

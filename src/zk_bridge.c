@@ -155,6 +155,8 @@ bridge_attach(void)
 	my_slot->held_deletions = 0;
 	my_slot->release_requests = 0;
 	my_slot->revocable = false;
+	my_slot->quiet = false;
+	my_slot->revoke_signalled = false;
 	/* What a predecessor in the slot left is the worker's to end at once. */
 	zk_shared->slots_changed = true;
 	SpinLockRelease(&zk_shared->mutex);
@@ -767,6 +769,34 @@ bridge_release_verdict(HeldWatch *hw)
 	verdict = hw->sh->release_verdict;
 	SpinLockRelease(&zk_shared->mutex);
 	return verdict;
+}
+
+/*
+ * Begin or end a section (COMMIT, a release) in which the worker must not
+ * interrupt the backend for a release request.
+ */
+void
+bridge_set_quiet(bool quiet)
+{
+	SpinLockAcquire(&zk_shared->mutex);
+	my_slot->quiet = quiet;
+	SpinLockRelease(&zk_shared->mutex);
+}
+
+/*
+ * Whether the worker sent this backend SIGINT for a release request since
+ * the last call (it signals under the mutex: the signal is on its way).
+ */
+bool
+bridge_take_revoke_signal(void)
+{
+	bool		signalled;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	signalled = my_slot->revoke_signalled;
+	my_slot->revoke_signalled = false;
+	SpinLockRelease(&zk_shared->mutex);
+	return signalled;
 }
 
 /*

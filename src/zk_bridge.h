@@ -88,6 +88,8 @@ extern bool bridge_held_release_requested(HeldWatch *hw);
 extern void bridge_held_mark_interrupted(HeldWatch *hw);
 extern uint64_t bridge_release_requests(void);
 extern void bridge_set_revocable(bool revocable);
+extern void bridge_set_quiet(bool quiet);
+extern bool bridge_take_revoke_signal(void);
 extern void bridge_unwatch_held(HeldWatch *hw);
 extern bool bridge_release_held(HeldWatch *hw, const char *path);
 extern ReleaseVerdict bridge_release_verdict(HeldWatch *hw);

@@ -93,6 +93,8 @@ typedef struct ZkSlot
 	uint64		held_deletions; /* its nodes deleted by others */
 	uint64		release_requests;	/* requests heard for its nodes */
 	bool		revocable;		/* its zklock.revocable: interrupt it then */
+	bool		quiet;			/* committing or releasing: never interrupt */
+	bool		revoke_signalled;	/* the worker sent it SIGINT for a request */
 	pg_atomic_uint64 counts[BRIDGE_NCOUNTERS];
 } ZkSlot;
 

@@ -1,0 +1,165 @@
+
+# Revocation never interrupts a COMMIT or a release (issue 25.5).  Under
+# zklock.revocable the session worker sends a holder SIGINT when another
+# client asks it to let go; a request heard while the holder commits, or
+# releases that very lock, must not cancel the COMMIT or the release.  The
+# windows are forced: replies reach the holder's node 10 ms late (a proxy),
+# so that a release waits that long for its delete's answer, and every
+# COMMIT runs a deferred trigger that sleeps 10 ms.  Another node asks for
+# the release without pause meanwhile.  1,000 acquire/release rounds and
+# 1,000 acquire/COMMIT rounds: no COMMIT fails and no 57014 is left over
+# from the worker's SIGINT (a request heard before a release began may
+# still fail it with 57Z01 at its start, as any statement's).  A user's own
+# cancel still ends a release that waits.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+use ZklockTest;
+
+my $rounds = 1000;
+my $zk = start_zk();
+my $delayed = $zk->start_proxy(delay_ms => 10);
+my $node_a = zk_node('node_a', $zk,
+	'zklock.hosts' => $delayed,
+	'zklock.session_timeout' => 10000);
+my $node_b = zk_node('node_b', $zk);
+$node_b->safe_psql('postgres', 'CREATE TABLE stop (x int); CREATE TABLE asked (n bigint)');
+$node_a->safe_psql('postgres', q{
+CREATE TABLE work (x int);
+CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_sleep(0.01);
+  RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON work
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit();
+});
+
+# Ask for the release of $lock until told to stop; returns how many holders
+# were asked.
+sub start_requester
+{
+	my ($lock) = @_;
+	$node_b->safe_psql('postgres', 'TRUNCATE stop, asked');
+	my $s = session($node_b, 'requester');
+	send_query($s, qq{DO \$\$
+DECLARE
+  n bigint := 0;
+  t0 timestamptz := clock_timestamp();
+BEGIN
+  WHILE NOT EXISTS (SELECT FROM stop) AND clock_timestamp() < t0 + interval '300 s' LOOP
+    n := n + zk_lock_request_release('$lock');
+    PERFORM pg_sleep(random() * 0.004);
+  END LOOP;
+  INSERT INTO asked VALUES (n);
+END \$\$}, 'requester-done');
+	return $s;
+}
+
+sub stop_requester
+{
+	my ($s) = @_;
+	$node_b->safe_psql('postgres', 'INSERT INTO stop VALUES (1)');
+	wait_marker($s, 'requester-done');
+	$s->quit;
+	return $node_b->safe_psql('postgres', 'SELECT n FROM asked');
+}
+
+# Run a script on node_a; returns { line => error } of its errors.
+sub run_script
+{
+	my ($name, @lines) = @_;
+	my $file = "$PostgreSQL::Test::Utils::tmp_check/$name.sql";
+	open my $fh, '>', $file or die "$file: $!";
+	print $fh "SET zklock.revocable = on;\n\\set VERBOSITY terse\n", map { "$_\n" } @lines;
+	close $fh;
+	my ($ret, $out, $err) = $node_a->psql('postgres', undef,
+		on_error_stop => 0, extra_params => [ '-f', $file ]);
+	my %errors;
+	$errors{ $1 - 2 } = $2 while $err =~ /^psql:\Q$file\E:(\d+): ERROR:  (.*)$/mg;
+	return \%errors;
+}
+
+# Errors that must not happen: a cancel left over from the worker's SIGINT
+# (57014, no user cancels here), and any error of a COMMIT.  The others are
+# the interrupts allowed: 57Z01 in a statement that runs while the request
+# is heard, or at the start of the next one (a release's too: the request
+# came before the release did).
+sub tally
+{
+	my ($errors, $lines) = @_;
+	my ($bad, $interrupts) = (0, 0);
+	for my $line (sort { $a <=> $b } keys %$errors)
+	{
+		if ($lines->[ $line - 1 ] =~ /^COMMIT/ ||
+			$errors->{$line} =~ /canceling statement due to user request/)
+		{
+			$bad++;
+			diag "line $line ($lines->[$line - 1]): $errors->{$line}" if $bad <= 5;
+		}
+		else
+		{
+			$interrupts++;
+		}
+	}
+	return ($bad, $interrupts);
+}
+
+# 1. Releases: the lock is held 15 ms, then released.
+{
+	my $requester = start_requester('RR');
+	my @lines = map {
+		(q{SELECT zk_lock_acquire('RR');}, q{SELECT pg_sleep(0.015);}, q{SELECT zk_lock_release('RR');})
+	} 1 .. $rounds;
+	my $errors = run_script('releases', @lines);
+	my $asked = stop_requester($requester);
+	my ($bad, $interrupts) = tally($errors, \@lines);
+	note "releases: $asked holders asked, $interrupts statements interrupted (57Z01)";
+	cmp_ok($interrupts, '>=', $rounds / 4, "the holder was interrupted often ($interrupts times)");
+	is($bad, 0, "no cancel left over in $rounds acquire/release rounds");
+}
+
+# 2. COMMITs: every COMMIT runs a deferred trigger for 10 ms.
+{
+	my $requester = start_requester('RC');
+	my @lines = map {
+		(q{BEGIN;}, q{SELECT zk_lock_xact_acquire('RC');}, q{INSERT INTO work VALUES (1);}, q{COMMIT;})
+	} 1 .. $rounds;
+	my $errors = run_script('commits', @lines);
+	my $asked = stop_requester($requester);
+	my ($bad, $interrupts) = tally($errors, \@lines);
+	note "commits: $asked holders asked, $interrupts statements interrupted (57Z01)";
+	cmp_ok($asked, '>=', $rounds / 4, "the other node asked the holder to let go often ($asked times)");
+	is($bad, 0, "no COMMIT failed and no cancel was left over in $rounds rounds");
+	cmp_ok($node_a->safe_psql('postgres', 'SELECT count(*) FROM work'), '>', $rounds / 2,
+		'most transactions committed');
+}
+
+# 3. A user's cancel still ends a release that waits for its answer.
+{
+	my $s = session($node_a, 'cancelled');
+	$s->query_safe(q{SET zklock.revocable = on});
+	# The ROLLBACK after the cancel waits for the delete this long at most.
+	$s->query_safe(q{SET zklock.connect_timeout = 1000});
+	$s->query_safe(q{SELECT zk_lock_acquire('UC')});
+	$zk->signal($_, 'STOP') for $zk->running;
+	send_query($s, q{SELECT zk_lock_release('UC')}, 'release-done');
+	ok(wait_for_wait_event($node_a, 'cancelled'), 'the release waits for its answer');
+	my $t0 = time;
+	$node_a->safe_psql('postgres',
+		q{SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'cancelled'});
+	wait_marker($s, 'release-done');
+	my $took = time - $t0;
+	$zk->signal($_, 'CONT') for $zk->running;
+	like($s->{stderr}, qr/canceling statement due to user request/, 'pg_cancel_backend cancels it');
+	cmp_ok($took, '<', 3, sprintf('at once (%.2f s; the session timeout is 10 s)', $took));
+	$s->quit;
+}
+
+finish_checks($zk, [ $node_a, $node_b ]);
+done_testing();
