@@ -124,6 +124,21 @@ lost_locks_pre_commit(void)
 	}
 	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
 
+	/*
+	 * Passed: until this commit is done, the worker does not close the
+	 * session by its own will.  One it is closing already lets none pass.
+	 */
+	if (writes && !lost_in_xact && zklock_on_lost_lock == ON_LOST_LOCK_ERROR)
+	{
+		LockEntry  *held = lock_table_any_live(zk_session_generation());
+
+		if (held != NULL && !bridge_commit_begin(held->generation))
+		{
+			lost_in_xact = true;
+			strlcpy(lost_name, LOCK_ENTRY_NAME(held), sizeof(lost_name));
+		}
+	}
+
 	if (!lost_in_xact)
 		return;
 	lost_in_xact = false;
@@ -133,7 +148,7 @@ lost_locks_pre_commit(void)
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 			 errmsg("zklock lock \"%s\" was lost before the transaction committed",
 					lost_name),
-			 errdetail("Its ZooKeeper session expired, or was not heard from for longer than the session timeout, or its node was deleted by another client while this backend held it, or its release was not confirmed by ZooKeeper, so another session may have held the lock while this transaction ran."),
+			 errdetail("Its ZooKeeper session expired, or was not heard from for longer than the session timeout, or its node was deleted by another client while this backend held it, or its release was not confirmed by ZooKeeper, or the server's session worker was closing its session, so another session may have held the lock while this transaction ran."),
 			 zklock_on_lost_lock == ON_LOST_LOCK_ERROR ?
 			 errhint("The transaction is rolled back.  Acquire the lock again and retry, or set zklock.on_lost_lock = warning to commit regardless.") :
 			 errhint("The transaction commits anyway because zklock.on_lost_lock = warning.")));
@@ -143,4 +158,5 @@ void
 lost_locks_xact_end(void)
 {
 	lost_in_xact = false;
+	bridge_commit_end();
 }

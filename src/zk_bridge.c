@@ -103,6 +103,7 @@ bridge_detach(int code, Datum arg)
 	SpinLockAcquire(&zk_shared->mutex);
 	my_slot->pid = 0;
 	my_slot->latch = NULL;
+	my_slot->committing = 0;
 	SpinLockRelease(&zk_shared->mutex);
 	detached = true;
 }
@@ -156,6 +157,7 @@ bridge_attach(void)
 	my_slot->release_requests = 0;
 	my_slot->revocable = false;
 	my_slot->quiet = false;
+	my_slot->committing = 0;
 	my_slot->revoke_signalled = false;
 	/* What a predecessor in the slot left is the worker's to end at once. */
 	zk_shared->slots_changed = true;
@@ -995,6 +997,43 @@ bridge_closed_by_server(void)
 	n = zk_shared->closed_by_server;
 	SpinLockRelease(&zk_shared->mutex);
 	return n;
+}
+
+/*
+ * The commit guard passed, for locks of session generation: the worker
+ * does not close that session by its own will (reload, exit, write-off)
+ * before bridge_commit_end, or before its bound passed (it then drops the
+ * connection without ending the session, which the server expires after
+ * the timeout, so that the guard's margin still holds).  False if the
+ * session is being closed already, or is gone: the locks are lost.
+ */
+bool
+bridge_commit_begin(uint64_t generation)
+{
+	bool		ok;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	ok = zk_shared->generation == generation && !zk_shared->closing;
+	if (ok)
+		my_slot->committing = generation;
+	SpinLockRelease(&zk_shared->mutex);
+	return ok;
+}
+
+/* The commit (or its abort) is done. */
+void
+bridge_commit_end(void)
+{
+	bool		closing;
+
+	if (my_slot == NULL || detached)
+		return;
+	SpinLockAcquire(&zk_shared->mutex);
+	closing = my_slot->committing != 0 && zk_shared->closing;
+	my_slot->committing = 0;
+	SpinLockRelease(&zk_shared->mutex);
+	if (closing)
+		zk_wake(zk_shared->worker_latch);
 }
 
 /*

@@ -119,6 +119,8 @@ extern bool bridge_worker_running(void);
 extern int	bridge_open_error(void);
 extern uint64_t bridge_closed_by_server(void);
 extern void bridge_write_off(uint64_t generation);
+extern bool bridge_commit_begin(uint64_t generation);
+extern void bridge_commit_end(void);
 extern const char *bridge_owner(void);
 
 #endif							/* ZKLOCK_ZK_BRIDGE_H */

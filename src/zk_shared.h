@@ -94,6 +94,8 @@ typedef struct ZkSlot
 	uint64		release_requests;	/* requests heard for its nodes */
 	bool		revocable;		/* its zklock.revocable: interrupt it then */
 	bool		quiet;			/* committing or releasing: never interrupt */
+	uint64		committing;		/* passed the guard for this generation, and
+								 * has not finished committing; 0: not */
 	bool		revoke_signalled;	/* the worker sent it SIGINT for a request */
 	pg_atomic_uint64 counts[BRIDGE_NCOUNTERS];
 } ZkSlot;
@@ -115,6 +117,8 @@ typedef struct ZkShared
 	int			open_error;		/* errno of a failed zookeeper_init, or: */
 #define ZK_OPEN_BAD_AUTH (-1)	/* zklock.auth is not user:password */
 	uint64		close_requested;	/* a generation a backend wrote off */
+	bool		closing;		/* the worker closes the open session once
+								 * its committers are done: none passes now */
 	bool		slots_changed;	/* a backend took its slot or is exiting */
 	int			dsa_tranche;
 	/* Lock parents seen to exist, by hash (see lock_recipe.c); 0: none. */

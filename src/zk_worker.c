@@ -65,6 +65,9 @@ PGDLLEXPORT void zklock_worker_main(Datum arg);
 zhandle_t  *worker_zh = NULL;
 uint64		worker_generation = 0;
 static int64 retry_open_at = 0;
+/* A close asked for (request_close): by when at the latest, and why. */
+static int64 close_deadline = 0;
+static bool close_lost;
 /* No call into the client's connecting before then (see client_turn). */
 static int64 connect_not_before = 0;
 
@@ -284,6 +287,7 @@ open_session(void)
 	zk_shared->open_error = 0;
 	zk_shared->closed_by_server = 0;
 	zk_shared->close_requested = 0;
+	zk_shared->closing = false;
 	SpinLockRelease(&zk_shared->mutex);
 	stats_count_session_opened();
 	worker_wake_all();
@@ -291,18 +295,38 @@ open_session(void)
 
 /*
  * Close the session: ends it at once if a server can still hear us (its
- * nodes go), else the server expires it.  Everything in flight on it
- * completes as closed; every backend's watches and nodes of it are
+ * nodes go), else the server expires it.  With keep_margin, the connection
+ * is dropped instead, without ending the session: the server expires it
+ * after its timeout, as it would after a crash (for a backend that passed
+ * the commit guard and has not finished committing).  Everything in flight
+ * on it completes as closed; every backend's watches and nodes of it are
  * forgotten.
  */
 static void
-close_session(bool lost)
+close_session(bool lost, bool keep_margin)
 {
 	dlist_mutable_iter it;
 
 	if (worker_zh == NULL)
 		return;
+	close_deadline = 0;
+	if (keep_margin)
+	{
+		int			fd = -1;
+		int			interest;
+		struct timeval tv;
+
+		worker_client_depth++;
+		if (zookeeper_interest(worker_zh, &fd, &interest, &tv) == ZOK && fd >= 0)
+			shutdown(fd, SHUT_RDWR);
+		worker_client_depth--;
+		ereport(LOG,
+				(errmsg("zklock: dropping the connection of ZooKeeper session 0x%llx without ending it: a backend has not finished committing",
+						(unsigned long long) zoo_client_id(worker_zh)->client_id),
+				 errdetail("The server frees the session's locks once its timeout passes.")));
+	}
 	SpinLockAcquire(&zk_shared->mutex);
+	zk_shared->closing = false;
 	zk_shared->generation = 0;
 	memset(&zk_shared->session, 0, sizeof(zk_shared->session));
 	zk_shared->session.changed_at_ms = bridge_now_ms();
@@ -372,14 +396,68 @@ close_session(bool lost)
 	session_file_remove();
 }
 
+/* Whether a backend passed the commit guard for the open session and has
+ * not finished committing. */
+static bool
+commits_under_way(void)
+{
+	bool		any = false;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	for (int i = 0; i < zk_shared->nslots && !any; i++)
+		any = zk_shared->slots[i].committing == worker_generation;
+	SpinLockRelease(&zk_shared->mutex);
+	return any;
+}
+
+/*
+ * Close the open session of our own will (a reload, a write-off, exit):
+ * backends that passed the commit guard may be writing their commit
+ * records, counting on the session for a third of its timeout more.  No
+ * backend passes the guard from now on; the session is closed once they are
+ * done (close_when_done), or after that third, when its connection is
+ * dropped instead so that the session expires and their margin holds.
+ */
+static void
+request_close(bool lost)
+{
+	if (worker_zh == NULL || close_deadline != 0)
+		return;
+	SpinLockAcquire(&zk_shared->mutex);
+	zk_shared->closing = true;
+	SpinLockRelease(&zk_shared->mutex);
+	close_lost = lost;
+	close_deadline = bridge_now_ms() + Max(session_timeout_asked / 3, 1);
+}
+
+/* Close a session whose close was asked for, once it may be. */
+static void
+close_when_done(void)
+{
+	bool		busy;
+
+	if (close_deadline == 0)
+		return;
+	busy = commits_under_way();
+	if (!busy || bridge_now_ms() >= close_deadline)
+		close_session(close_lost, busy);
+}
+
+typedef enum SessionVerdict
+{
+	SESSION_GOOD,
+	SESSION_GONE,				/* expired, refused, or silent too long */
+	SESSION_WRITTEN_OFF			/* by a backend that got no reply in time */
+} SessionVerdict;
+
 /*
  * Whether the open session must be given up: expired or refused, silent
  * for longer than its timeout (the same verdict the backends reach from the
  * published state, reached here before the client may reconnect it), or
- * written off by a backend that got no reply in time.
+ * written off by a backend.
  */
-static bool
-session_lost(void)
+static SessionVerdict
+session_verdict(void)
 {
 	ZkSessionSnapshot s;
 	uint64		written_off;
@@ -389,13 +467,13 @@ session_lost(void)
 	written_off = zk_shared->close_requested;
 	SpinLockRelease(&zk_shared->mutex);
 
-	if (written_off == worker_generation)
-		return true;
 	if (s.zk_state == ZOO_EXPIRED_SESSION_STATE ||
 		s.zk_state == ZOO_AUTH_FAILED_STATE)
-		return true;
-	return s.zk_state != ZOO_CONNECTED_STATE && s.session_id != 0 &&
-		bridge_now_ms() - s.changed_at_ms > s.timeout_ms;
+		return SESSION_GONE;
+	if (s.zk_state != ZOO_CONNECTED_STATE && s.session_id != 0 &&
+		bridge_now_ms() - s.changed_at_ms > s.timeout_ms)
+		return SESSION_GONE;
+	return written_off == worker_generation ? SESSION_WRITTEN_OFF : SESSION_GOOD;
 }
 
 /* One turn of the client: wait for its socket, the latch, or its timer. */
@@ -548,10 +626,14 @@ end_previous_session(void)
 
 /* ---- the worker ---- */
 
+/*
+ * At exit: a session with commits under way is left to expire, not ended
+ * (there is no waiting here: an exit may be the postmaster's death).
+ */
 static void
 worker_exit(int code, Datum arg)
 {
-	close_session(false);
+	close_session(false, worker_zh != NULL && commits_under_way());
 	SpinLockAcquire(&zk_shared->mutex);
 	zk_shared->worker_pid = 0;
 	zk_shared->worker_latch = NULL;
@@ -591,22 +673,34 @@ zklock_worker_main(Datum arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			if (worker_zh != NULL && settings_changed())
+			if (worker_zh != NULL && close_deadline == 0 && settings_changed())
 			{
 				ereport(LOG,
 						(errmsg("zklock: ZooKeeper settings changed; closing the session, which ends the locks held in it")));
-				close_session(true);
+				request_close(true);
 			}
 		}
-		if (worker_zh != NULL && session_lost())
-			close_session(true);
+		if (worker_zh != NULL)
+		{
+			SessionVerdict verdict = session_verdict();
+
+			/* Gone: no margin left to keep; written off: ours to close. */
+			if (verdict == SESSION_GONE)
+				close_session(true, false);
+			else if (verdict == SESSION_WRITTEN_OFF)
+				request_close(true);
+		}
+		close_when_done();
 		if (worker_zh == NULL && bridge_now_ms() >= retry_open_at)
 			open_session();
 
 		worker_drain_queue();
 		worker_check_slots();
-		client_turn(worker_zh, worker_zh != NULL ? SLOT_CHECK_MS :
-					Max(retry_open_at - bridge_now_ms(), 1));
+		client_turn(worker_zh, worker_zh == NULL ?
+					Max(retry_open_at - bridge_now_ms(), 1) :
+					close_deadline != 0 ?
+					Min(Max(close_deadline - bridge_now_ms(), 1), SLOT_CHECK_MS) :
+					SLOT_CHECK_MS);
 		worker_flush_deferred();
 		CHECK_FOR_INTERRUPTS();
 	}
