@@ -187,7 +187,8 @@ worker_delete_done(int rc, const void *data)
 	 */
 	if (DsaPointerIsValid(call->held))
 		worker_settle_release(call, worker_still_current(call) &&
-							  (rc == ZOK || (rc == ZNONODE && call->retried)));
+							  (rc == ZOK || (rc == ZNONODE && call->retried)),
+							  !call->counted);
 	disown(call->slot, call->incarnation, call->path);
 	if (call->counted)
 		worker_uncount(call->slot, call->incarnation);
@@ -229,7 +230,8 @@ worker_tagged_done(int rc, const struct String_vector *strings, const void *data
  * wake the backend, and drop the delete's reference to it.
  */
 void
-worker_set_verdict(dsa_pointer held, int slot, uint32 incarnation, bool proven)
+worker_set_verdict(dsa_pointer held, int slot, uint32 incarnation, bool proven,
+				   bool wake)
 {
 	SharedHeld *sh = dsa_get_address(zk_area, held);
 	Latch	   *latch;
@@ -237,18 +239,22 @@ worker_set_verdict(dsa_pointer held, int slot, uint32 incarnation, bool proven)
 	SpinLockAcquire(&zk_shared->mutex);
 	if (sh->release_verdict == RELEASE_PENDING)
 		sh->release_verdict = proven ? RELEASE_PROVEN : RELEASE_UNPROVEN;
-	latch = worker_slot_latch(slot, incarnation);
+	latch = wake ? worker_slot_latch(slot, incarnation) : NULL;
 	SpinLockRelease(&zk_shared->mutex);
 	zk_wake(latch);
 }
 
+/*
+ * The verdict of a release's delete call; wake is false when the caller
+ * wakes the backend anyway right after (its pending deletes counted down).
+ */
 void
-worker_settle_release(Call *call, bool proven)
+worker_settle_release(Call *call, bool proven, bool wake)
 {
 	dsa_pointer held = call->held;
 
 	call->held = InvalidDsaPointer;
-	worker_set_verdict(held, call->slot, call->incarnation, proven);
+	worker_set_verdict(held, call->slot, call->incarnation, proven, wake);
 	worker_held_unref(held);
 }
 

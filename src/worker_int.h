@@ -154,8 +154,8 @@ extern void worker_cleanup_delete(int slot, uint32 incarnation,
 extern void worker_release_delete(int slot, uint32 incarnation,
 								  const char *path, dsa_pointer held);
 extern void worker_set_verdict(dsa_pointer held, int slot, uint32 incarnation,
-							   bool proven);
-extern void worker_settle_release(Call *call, bool proven);
+							   bool proven, bool wake);
+extern void worker_settle_release(Call *call, bool proven, bool wake);
 extern void worker_cleanup_delete_tagged(int slot, uint32 incarnation,
 										 const char *parent, const char *tag);
 extern void worker_delete_done(int rc, const void *data);

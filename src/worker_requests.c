@@ -64,7 +64,7 @@ worker_call_free(Call *call)
 {
 	/* A release's delete that ends without an answer proves nothing. */
 	if (DsaPointerIsValid(call->held))
-		worker_settle_release(call, false);
+		worker_settle_release(call, false, true);
 	dlist_delete(&call->in_flight);
 	worker_calls_in_flight--;
 	if (call->tag)
@@ -571,7 +571,7 @@ take_oneway(dsa_pointer dp, SharedRequest *sr)
 	{
 		/* A release's delete not sent: its session is gone. */
 		if (sr->kind == ZKREQ_DELETE)
-			worker_set_verdict(sr->held, sr->slot, sr->incarnation, false);
+			worker_set_verdict(sr->held, sr->slot, sr->incarnation, false, true);
 		worker_held_unref(sr->held);
 	}
 	if (sr->counted)
