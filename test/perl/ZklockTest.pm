@@ -70,12 +70,14 @@ sub zk_configure
 	return;
 }
 
-# A started PostgreSQL node with zklock pointed at $zk; %conf adds settings.
+# A started PostgreSQL node with zklock pointed at $zk; %conf adds settings,
+# but for allows_streaming => 1: WAL senders (a standby, pg_basebackup).
 sub zk_node
 {
 	my ($name, $zk, %conf) = @_;
+	my $streaming = delete $conf{allows_streaming};
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
+	$node->init(allows_streaming => $streaming // 0);
 	zk_configure($node, $zk, %conf);
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION zklock');

@@ -30,11 +30,9 @@ use ZklockTest;
 
 my $session_timeout_ms = 10000;
 my $zk = start_zk();
-my $node_a = PostgreSQL::Test::Cluster->new('node_a');
-$node_a->init(allows_streaming => 1);
-zk_configure($node_a, $zk, 'zklock.session_timeout' => $session_timeout_ms);
-$node_a->start;
-$node_a->safe_psql('postgres', 'CREATE EXTENSION zklock');
+# With WAL senders, for pg_basebackup.
+my $node_a = zk_node('node_a', $zk, allows_streaming => 1,
+	'zklock.session_timeout' => $session_timeout_ms);
 my $node_b = zk_node('node_b', $zk);
 
 my $holder = session($node_a, 'holder');
