@@ -28,6 +28,30 @@ matrix=(
 declare -A tap_subset=(
 	[19]="test/tap/003_kill9.pl test/tap/007_stats.pl test/tap/039_server_session.pl test/tap/041_revocation.pl"
 )
+# Majors whose TAP run leaves these scripts out: on 18, the long fault runs
+# whose code paths (the session worker and ZooKeeper's) are the same on
+# every major, and which 15 runs in full, to keep the suite within its time.
+declare -A tap_skip=(
+	[18]="test/tap/044_follower_partition.pl test/tap/045_watch_in_flight.pl"
+)
+
+# The TAP scripts for a major (empty: all of them).
+tap_tests()
+{
+	local major=$1 t list=""
+	if [ -n "${tap_subset[$major]:-}" ]; then
+		echo "${tap_subset[$major]}"
+		return
+	fi
+	[ -n "${tap_skip[$major]:-}" ] || return 0
+	for t in $(cd "$ZKLOCK_SRC" && ls test/tap/*.pl); do
+		case " ${tap_skip[$major]} " in
+			*" $t "*) ;;
+			*) list+="$t " ;;
+		esac
+	done
+	echo "${list% }"
+}
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "run this as root: it installs packages, the extension and chroots" >&2
@@ -87,12 +111,12 @@ run_major()
 	if [ "$where" = native ]; then
 		label="$(. /etc/os-release && echo "$VERSION_CODENAME") (native)"
 		ZKLOCK_RESULTS=$results ZKLOCK_WHERE=$label ZKLOCK_SUITES=$suites \
-			ZKLOCK_TAP_TESTS=${tap_subset[$major]:-} \
+			ZKLOCK_TAP_TESTS=$(tap_tests "$major") \
 			bash "$ZKLOCK_SRC/test/suites.sh" "$major" "$hosts" || status=$?
 	else
 		label="$where chroot"
 		ZKLOCK_RESULTS=$results ZKLOCK_SUITES=$suites \
-			ZKLOCK_TAP_TESTS=${tap_subset[$major]:-} \
+			ZKLOCK_TAP_TESTS=$(tap_tests "$major") \
 			bash "$ZKLOCK_SRC/test/majors.sh" "$where" "$major" "$hosts" || status=$?
 	fi
 	# Every session of those suites has ended: no lock node may be left.
