@@ -132,7 +132,8 @@ cancel_to_request(void *arg)
 {
 	LockEntry  *entry;
 
-	if (geterrcode() != ERRCODE_QUERY_CANCELED)
+	/* In a COMMIT or a release, a cancel is the user's own. */
+	if (quiet || geterrcode() != ERRCODE_QUERY_CANCELED)
 		return;
 	entry = take_request();
 	if (entry != NULL)
@@ -142,13 +143,16 @@ cancel_to_request(void *arg)
 	}
 }
 
-/* At a statement's start: a request not raised yet is raised now. */
+/*
+ * At a statement's start: a request not raised yet is raised now; not in a
+ * COMMIT (a deferred trigger's statements), where the next statement does.
+ */
 static void
 check_at_statement_start(void)
 {
 	LockEntry  *entry;
 
-	if (!bridge_attached())
+	if (!bridge_attached() || quiet)
 		return;
 	publish_revocable();
 	entry = take_request();

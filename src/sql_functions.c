@@ -235,21 +235,24 @@ static bool
 release(const char *name, LockMode mode)
 {
 	LockEntry  *entry;
+	bool		released;
+	bool		proven = false;
 
+	/* A release request heard from now on is not the release's business. */
+	revocation_quiet(true);
 	/* A lost lock is not held; its WARNING says so already. */
 	if (lost_locks_forget(name, mode))
-		return false;
-	entry = lock_table_find(name, mode);
-	if (entry != NULL && lock_table_release_session(entry))
 	{
-		bool		proven;
-
-		/* A release request heard now is not the release's business. */
-		revocation_quiet(true);
-		proven = lock_recipe_await_releases(true, true) == 0;
 		revocation_quiet(false);
-		return proven;
+		return false;
 	}
+	entry = lock_table_find(name, mode);
+	released = entry != NULL && lock_table_release_session(entry);
+	if (released)
+		proven = lock_recipe_await_releases(true, true) == 0;
+	revocation_quiet(false);
+	if (released)
+		return proven;
 	ereport(WARNING,
 			(errcode(ERRCODE_WARNING),
 			 mode == LOCK_MODE_SEMAPHORE ?
@@ -289,8 +292,8 @@ zklock_release_all_session_locks(void)
 {
 	int			released;
 
-	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
 	revocation_quiet(true);
+	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
 	released = lock_table_release_all_session(false);
 	lock_recipe_await_releases(true, true);
 	revocation_quiet(false);
