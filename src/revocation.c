@@ -5,23 +5,29 @@
  *	  zklock.revocable.
  *
  * The session worker hears the request through its watch on the holder's
- * node and, if the backend holds the lock and is revocable, sends it SIGINT
- * as pg_cancel_backend does.  The cancel that the next CHECK_FOR_INTERRUPTS
- * raises is turned into 57Z01 by an error context callback that is on the
- * stack while a statement runs, before any exception handler sees it.  A
- * backend that was idle (the cancel is ignored then) hears it when its next
- * statement starts; one asked while it waited for the lock, once granted.
+ * node and, if the backend holds the lock and is revocable, sends it
+ * REVOKE_SIGNAL (SIGUSR2, which backends otherwise ignore).  Our handler
+ * asks for a cancel, as pg_cancel_backend's SIGINT does, only while a
+ * statement executes outside a COMMIT or a release: there an error context
+ * callback is on the stack that turns the cancel into 57Z01 before any
+ * exception handler sees it.  Anywhere else (idle, parsing, planning,
+ * committing, releasing) the signal only wakes the backend, and the request
+ * is raised when the next statement starts; one asked while the backend
+ * waited for the lock, once granted.  A user's own cancel stays 57014.
  * When the transaction rolls back, the session holds of the lock are given
  * up too.  Each hold is interrupted once: a job that catches 57Z01 keeps the
  * lock and decides for itself.
  */
 #include "postgres.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
 #include "tcop/utility.h"
 
 #include "compat.h"
@@ -29,6 +35,7 @@
 #include "lock_table.h"
 #include "revocation.h"
 #include "zk_bridge.h"
+#include "zk_shared.h"
 
 #define ERRCODE_ZKLOCK_RELEASE_REQUESTED MAKE_SQLSTATE('5','7','Z','0','1')
 
@@ -45,15 +52,73 @@ static bool revocable_published = false;
 /* An interrupt was raised in this transaction. */
 static bool raised_in_xact = false;
 /* In a section the worker does not interrupt (see revocation_quiet). */
-static bool quiet = false;
+static volatile sig_atomic_t quiet = false;
+/* Statements executing with cancel_to_request on the stack. */
+static volatile sig_atomic_t executing = 0;
+/* The pending cancel is ours: REVOKE_SIGNAL's, not the user's. */
+static volatile sig_atomic_t revoke_cancel_pending = false;
+/* REVOKE_SIGNAL has our handler (it had none before). */
+static bool handler_installed = false;
+
+/*
+ * REVOKE_SIGNAL's handler: a cancel only where cancel_to_request will turn
+ * it into 57Z01; otherwise the next statement's start raises the request.
+ */
+static void
+revoke_signal_handler(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	if (executing > 0 && !quiet && !proc_exit_inprogress)
+	{
+		revoke_cancel_pending = true;
+		QueryCancelPending = true;
+		InterruptPending = true;
+	}
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+/*
+ * Handle REVOKE_SIGNAL in this process, unless something else of it uses
+ * the signal already (then the worker is never asked to interrupt us, and
+ * a request is raised at the next statement's start).
+ */
+static bool
+install_handler(void)
+{
+	struct sigaction current;
+
+	if (!handler_installed &&
+		sigaction(REVOKE_SIGNAL, NULL, &current) == 0 &&
+		(current.sa_handler == SIG_IGN || current.sa_handler == SIG_DFL))
+	{
+		pqsignal(REVOKE_SIGNAL, revoke_signal_handler);
+		handler_installed = true;
+	}
+	return handler_installed;
+}
+
+/* Forget a cancel of ours that no statement took (no user's cancel). */
+static void
+drop_revoke_cancel(void)
+{
+	if (revoke_cancel_pending)
+	{
+		revoke_cancel_pending = false;
+		QueryCancelPending = false;
+	}
+}
 
 static void
 publish_revocable(void)
 {
-	if (revocable_published != zklock_revocable)
+	bool		revocable = zklock_revocable && install_handler();
+
+	if (revocable_published != revocable)
 	{
-		bridge_set_revocable(zklock_revocable);
-		revocable_published = zklock_revocable;
+		bridge_set_revocable(revocable);
+		revocable_published = revocable;
 	}
 }
 
@@ -98,20 +163,16 @@ take_request(void)
 }
 
 /*
- * A SIGINT the worker sent us for a request that is raised now, or must not
- * interrupt what begins now, is on its way (or here): any system call
- * brings it in, and its cancel is dropped, so that it cannot cancel a later
- * statement, a COMMIT or a release with 57014.  (A user's cancel that came
- * at that very moment goes with it; any later one works as usual.)
+ * A REVOKE_SIGNAL the worker sent us for a request that is raised now, or
+ * must not interrupt what begins now, is on its way (or here): any system
+ * call brings it in, and the cancel it may have asked for is dropped.
  */
 static void
 take_revoke_signal(void)
 {
 	if (bridge_take_revoke_signal())
-	{
 		(void) getppid();
-		QueryCancelPending = false;
-	}
+	drop_revoke_cancel();
 }
 
 /* The interrupt's code and message, for the error being raised. */
@@ -126,21 +187,45 @@ describe(LockEntry *entry)
 	return 0;
 }
 
-/* On the stack while a statement runs: our SIGINT's cancel becomes 57Z01. */
+/* On the stack while a statement executes: our cancel becomes 57Z01. */
 static void
 cancel_to_request(void *arg)
 {
 	LockEntry  *entry;
 
-	/* In a COMMIT or a release, a cancel is the user's own. */
-	if (quiet || geterrcode() != ERRCODE_QUERY_CANCELED)
+	if (!revoke_cancel_pending || geterrcode() != ERRCODE_QUERY_CANCELED)
 		return;
+	revoke_cancel_pending = false;
 	entry = take_request();
 	if (entry != NULL)
 	{
 		(void) bridge_take_revoke_signal();
 		describe(entry);
 	}
+}
+
+/*
+ * A statement executes from here to executing_end, with callback (put on
+ * the stack here) turning a cancel of ours into 57Z01.
+ */
+static void
+executing_begin(ErrorContextCallback *callback)
+{
+	callback->previous = error_context_stack;
+	callback->callback = cancel_to_request;
+	callback->arg = NULL;
+	error_context_stack = callback;
+	executing++;
+}
+
+/* It ended, or failed: a cancel of ours that it did not take ends too. */
+static void
+executing_end(ErrorContextCallback *callback)
+{
+	executing--;
+	error_context_stack = callback->previous;
+	if (executing == 0)
+		drop_revoke_cancel();
 }
 
 /*
@@ -176,17 +261,21 @@ revocation_executor_start(QueryDesc *queryDesc, int eflags)
 static void
 revocation_executor_run(ZKLOCK_EXECUTOR_RUN_PARAMS)
 {
-	ErrorContextCallback callback = {
-		.previous = error_context_stack,
-		.callback = cancel_to_request,
-	};
+	ErrorContextCallback callback;
 
-	error_context_stack = &callback;
-	if (prev_executor_run)
-		prev_executor_run(ZKLOCK_EXECUTOR_RUN_ARGS);
-	else
-		standard_ExecutorRun(ZKLOCK_EXECUTOR_RUN_ARGS);
-	error_context_stack = callback.previous;
+	executing_begin(&callback);
+	PG_TRY();
+	{
+		if (prev_executor_run)
+			prev_executor_run(ZKLOCK_EXECUTOR_RUN_ARGS);
+		else
+			standard_ExecutorRun(ZKLOCK_EXECUTOR_RUN_ARGS);
+	}
+	PG_FINALLY();
+	{
+		executing_end(&callback);
+	}
+	PG_END_TRY();
 }
 
 /*
@@ -196,15 +285,13 @@ revocation_executor_run(ZKLOCK_EXECUTOR_RUN_PARAMS)
 static void
 revocation_process_utility(ZKLOCK_PROCESS_UTILITY_PARAMS)
 {
-	ErrorContextCallback callback = {
-		.previous = error_context_stack,
-		.callback = cancel_to_request,
-	};
+	ErrorContextCallback callback;
+	bool		interruptible = !IsA(pstmt->utilityStmt, TransactionStmt);
 
-	if (!IsA(pstmt->utilityStmt, TransactionStmt))
+	if (interruptible)
 	{
 		check_at_statement_start();
-		error_context_stack = &callback;
+		executing_begin(&callback);
 	}
 	else
 	{
@@ -214,11 +301,19 @@ revocation_process_utility(ZKLOCK_PROCESS_UTILITY_PARAMS)
 			kind == TRANS_STMT_COMMIT_PREPARED)
 			revocation_quiet(true);
 	}
-	if (prev_process_utility)
-		prev_process_utility(ZKLOCK_PROCESS_UTILITY_ARGS);
-	else
-		standard_ProcessUtility(ZKLOCK_PROCESS_UTILITY_ARGS);
-	error_context_stack = callback.previous;
+	PG_TRY();
+	{
+		if (prev_process_utility)
+			prev_process_utility(ZKLOCK_PROCESS_UTILITY_ARGS);
+		else
+			standard_ProcessUtility(ZKLOCK_PROCESS_UTILITY_ARGS);
+	}
+	PG_FINALLY();
+	{
+		if (interruptible)
+			executing_end(&callback);
+	}
+	PG_END_TRY();
 }
 
 /*

@@ -131,7 +131,7 @@ with_request(SharedHeld *sh, TimestampTz since, int *len)
 
 /*
  * A release was requested for a backend's node: its data is __REVOKE__.
- * Tell the backend; interrupt it, as pg_cancel_backend would, if it holds the
+ * Tell the backend; interrupt it (see revocation.c) if it holds the
  * lock and set zklock.revocable; and write the node's own data back with the
  * request recorded in it, so that who holds the lock stays known.  The write
  * is for the version read: a newer request is heard and answered in turn.
@@ -170,7 +170,7 @@ release_requested(WorkerWatch *ww, int version)
 		{
 			sh->interrupted = true;
 			slot->revoke_signalled = true;
-			kill(slot->pid, SIGINT);
+			kill(slot->pid, REVOKE_SIGNAL);
 		}
 	}
 	SpinLockRelease(&zk_shared->mutex);

@@ -786,7 +786,7 @@ bridge_set_quiet(bool quiet)
 }
 
 /*
- * Whether the worker sent this backend SIGINT for a release request since
+ * Whether the worker sent this backend REVOKE_SIGNAL since
  * the last call (it signals under the mutex: the signal is on its way).
  */
 bool

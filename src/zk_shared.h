@@ -96,9 +96,15 @@ typedef struct ZkSlot
 	bool		quiet;			/* committing or releasing: never interrupt */
 	uint64		committing;		/* passed the guard for this generation, and
 								 * has not finished committing; 0: not */
-	bool		revoke_signalled;	/* the worker sent it SIGINT for a request */
+	bool		revoke_signalled;	/* the worker sent it REVOKE_SIGNAL */
 	pg_atomic_uint64 counts[BRIDGE_NCOUNTERS];
 } ZkSlot;
+
+/*
+ * What the worker sends a revocable holder when its release is requested;
+ * see revocation.c.  Backends ignore SIGUSR2 otherwise.
+ */
+#define REVOKE_SIGNAL SIGUSR2
 
 /* Size of the server-wide hint of lock parents that exist. */
 #define ZK_KNOWN_PARENTS 8192
