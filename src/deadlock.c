@@ -12,16 +12,23 @@
  * goes with the wait, and with the session.  "%waits" is not the encoding of
  * any lock name, so it is never listed as a lock.
  *
- * Reading the graph.  From its own node, the backend lists the lock's queue
- * and takes the nodes that block it (lock_node_blocks); their names give
- * their owners' keys, and their owners' published waits (one pipelined get
- * each) tell where those wait; and so on, breadth first, one round of
- * listings and one of gets per step, until it meets itself again.  Nodes of
- * clients that publish nothing (Curator, Kazoo, zklock backends that have
- * not waited long) end a path: they cannot cause a false alarm.
- *
+ * Reading the graph.  Each queue on the way is listed once per look.  In a
+ * queue, the nodes that keep a waiting node from holding, directly or
+ * through other waiting nodes of that queue, follow from the listing alone
+ * (for an exclusive wait every node below it; for a shared one every node
+ * below the nearest exclusive node of another backend, and that one): a
+ * node that does not hold waits right there, so only the owners of the
+ * nodes that hold are read about, by their published waits (one pipelined
+ * get each), which tell where they wait in turn; and so on, breadth first,
+ * one round of listings and one of gets per step, until the look meets
+ * itself again.  One look thus costs a listing per queue and a get per
+ * holder on the way, however long the queues are.  Nodes of clients that
+ * publish nothing (Curator, Kazoo, zklock backends that have not waited
+ * long) end a path: they cannot cause a false alarm.
+
  * Verifying.  A cycle found is read once more: every waiting node and every
- * blocking node on it must still exist, read after the whole graph was read.
+ * blocking node on it (and the node between them, for a shared wait behind
+ * an exclusive one) must still exist, read after the whole graph was read.
  * A queue's node never comes back once deleted, and a waiting node's
  * blockers only ever go, so all of them existed at one moment: every member
  * then waited for the next, none could move, and the cycle was real.
@@ -34,7 +41,10 @@
  * they read, which its data watch turns into a poke: it looks again, finds
  * the cycle and gives up.  A cycle is thus broken exactly once, also when
  * the members' deadlock_timeout differ and the newest member looked before
- * the others had published.
+ * the others had published.  A look reads as far as the graph goes and
+ * deals with every cycle through the looking backend (one through each
+ * member that waits for it): the last member of two cycles to publish its
+ * wait breaks both at once.
  *
  * Looking again.  Waits are published late (only after deadlock_timeout),
  * so PostgreSQL's rule, that the last member to join a cycle sees it, does
@@ -92,9 +102,40 @@ typedef struct Member
 	int			version;		/* ... and its version */
 	int			via;			/* the member that waits for this one */
 	char	   *via_blocker;	/* this one's node in via's lock */
-	bool		via_holds;		/* and whether that node holds the lock */
-	ZkRequest  *req;			/* in flight: a listing or a get */
+	char	   *via_middle;		/* the node between them there, or NULL */
+	bool		via_holds;		/* whether via_blocker holds the lock */
+	ZkRequest  *req;			/* in flight: its published wait */
 } Member;
+
+/* A lock's queue, listed once per look. */
+typedef struct Queue
+{
+	const char *parent;
+	ZkRequest  *req;			/* the listing, until answered */
+	int			n;				/* its nodes, in lock_node_order */
+	char	  **names;
+	LockMode   *modes;
+	char	  (*keys)[ZK_SESSION_KEY_LEN + 1];	/* "" for foreign names */
+	int			first_exclusive;	/* index, n if none */
+	int			second_exclusive;	/* the first one of another key, n if
+									 * none */
+} Queue;
+
+/* Where a node of a queue leads a member waiting in it. */
+typedef struct Blocker
+{
+	int			index;			/* the node */
+	int			middle;			/* the node between, -1 if it blocks directly */
+} Blocker;
+
+/* A member that waits for us: the last edge of a cycle through us. */
+typedef struct Closing
+{
+	int			member;
+	char	   *blocker;		/* our node in its lock */
+	char	   *middle;			/* the node between, or NULL */
+	bool		holds;			/* whether our node holds that lock */
+} Closing;
 
 typedef struct Graph
 {
@@ -102,9 +143,10 @@ typedef struct Graph
 	int			failed;			/* a reply that ended the reading early */
 	Member	   *members;
 	int			nmembers;
-	int			closing;		/* the member that waits for us; -1: none */
-	char	   *closing_blocker;	/* our node in its lock */
-	bool		closing_holds;
+	Queue	   *queues;
+	int			nqueues;
+	Closing    *closings;		/* one per member that waits for us */
+	int			nclosings;
 } Graph;
 
 static const char *
@@ -265,69 +307,172 @@ find_member(Graph *g, const char *key)
 	return -1;
 }
 
+/* The queue of parent, listed (or asked for) in this look. */
+static Queue *
+queue_of(Graph *g, const char *parent)
+{
+	Queue	   *q;
+
+	for (int i = 0; i < g->nqueues; i++)
+		if (strcmp(g->queues[i].parent, parent) == 0)
+			return &g->queues[i];
+	if (g->nqueues == MAX_MEMBERS)
+		return NULL;
+	q = &g->queues[g->nqueues++];
+	memset(q, 0, sizeof(*q));
+	q->parent = parent;
+	q->req = bridge_get_children(parent);
+	return q;
+}
+
 /*
- * Member i's lock was listed: take the nodes that block it and meet their
- * owners, reading the published waits of those not met yet.  True if one
- * of them is the checking backend: the cycle is closed.
+ * The queue's listing came: keep its nodes in order with their modes and
+ * owners.  False if the look is to end (a lost reply); a queue that cannot
+ * be read otherwise (one this session may not list, named by a wait entry
+ * anyone could have written) is empty: it ends its paths only.
  */
 static bool
+take_listing(Graph *g, Queue *q)
+{
+	ZkRequest  *req = q->req;
+	int			n = req->rc == ZOK ? req->nchildren : 0;
+
+	q->req = NULL;
+	if (req->rc != ZOK && req->rc != ZNONODE)
+	{
+		look_cut_short(g->w, req->rc, ZK_ACTION_LIST, q->parent);
+		if (bridge_reply_lost(req->rc) || req->rc == ZSESSIONEXPIRED)
+			g->failed = req->rc;
+	}
+	q->names = palloc(sizeof(char *) * (n + 1));
+	for (int c = 0; c < n; c++)
+		q->names[c] = pstrdup(req->children[c]);
+	bridge_free(req);
+	qsort(q->names, n, sizeof(char *), lock_node_order);
+	q->n = 0;
+	for (int c = 0; c < n; c++)
+		if (lock_node_sequence(q->names[c]) >= 0)
+			q->names[q->n++] = q->names[c];
+	q->modes = palloc(sizeof(LockMode) * (q->n + 1));
+	q->keys = palloc(sizeof(*q->keys) * (q->n + 1));
+	q->first_exclusive = q->second_exclusive = q->n;
+	for (int c = 0; c < q->n; c++)
+	{
+		q->modes[c] = lock_node_mode(q->names[c]);
+		if (!lock_node_session_key(q->names[c], q->keys[c]))
+			q->keys[c][0] = '\0';
+		if (q->modes[c] != LOCK_MODE_SHARED)
+		{
+			if (q->first_exclusive == q->n)
+				q->first_exclusive = c;
+			else if (q->second_exclusive == q->n &&
+					 strcmp(q->keys[c], q->keys[q->first_exclusive]) != 0)
+				q->second_exclusive = c;
+		}
+	}
+	return g->failed == 0;
+}
+
+/*
+ * Whether node c of q holds the lock (lock_node_blocks: an exclusive node
+ * when first, a shared one when no exclusive node of another backend is
+ * below it).
+ */
+static bool
+queue_node_holds(const Queue *q, int c)
+{
+	if (q->modes[c] != LOCK_MODE_SHARED)
+		return c == 0;
+	if (q->first_exclusive >= c)
+		return true;
+	return strcmp(q->keys[q->first_exclusive], q->keys[c]) == 0 &&
+		q->second_exclusive >= c;
+}
+
+/*
+ * The nodes of q that keep node s from holding, directly or through waiting
+ * nodes of q, each with the node it blocks s through (see the file header).
+ * Returns how many went to out (room for s of them).
+ */
+static int
+queue_blockers(const Queue *q, int s, Blocker *out)
+{
+	int			n = 0;
+	int			middle = -1;	/* for a shared wait: the nearest exclusive
+								 * node of another backend below it */
+
+	for (int c = s - 1; c >= 0; c--)
+	{
+		bool		direct = q->modes[c] != LOCK_MODE_SHARED &&
+			(q->modes[s] != LOCK_MODE_SHARED || strcmp(q->keys[c], q->keys[s]) != 0);
+
+		if (direct || q->modes[s] != LOCK_MODE_SHARED)
+			out[n++] = (Blocker) {c, -1};
+		else if (middle >= 0)
+			out[n++] = (Blocker) {c, middle};
+		/* A foreign node blocks, but it waits for nothing we know of. */
+		if (direct && middle < 0 && q->keys[c][0] != '\0')
+			middle = c;
+	}
+	return n;
+}
+
+/*
+ * Member i's queue was listed: meet the owners of the nodes that keep it
+ * from holding.  If one of them is the checking backend, a cycle closes.
+ * Of the others, only those whose node holds the lock are read about: the
+ * rest wait in this queue, behind nodes met here too.
+ */
+static void
 follow_blockers(Graph *g, int i)
 {
 	Member	   *m = &g->members[i];
-	ZkRequest  *req = m->req;
-	int			n = req->rc == ZOK ? req->nchildren : 0;
-	char	  **children = palloc(sizeof(char *) * (n + 1));
-	int64		own_seq = lock_node_sequence(m->node);
+	Queue	   *q = queue_of(g, m->parent);
+	Blocker    *blockers;
+	int			s = -1;
+	int			n;
 
-	if (req->rc != ZOK && req->rc != ZNONODE)
+	for (int c = 0; q != NULL && c < q->n && s < 0; c++)
+		if (strcmp(q->names[c], m->node) == 0)
+			s = c;
+	/* Its node is gone: so is its wait. */
+	if (s < 0)
+		return;
+	blockers = palloc(sizeof(Blocker) * s);
+	n = queue_blockers(q, s, blockers);
+	for (int k = 0; k < n; k++)
 	{
-		/*
-		 * Only a lost reply cuts the look short.  Any other error (a queue
-		 * this session may not list, named by a wait entry anyone could have
-		 * written) ends this path only.
-		 */
-		look_cut_short(g->w, req->rc, ZK_ACTION_LIST, m->parent);
-		if (bridge_reply_lost(req->rc) || req->rc == ZSESSIONEXPIRED)
-			g->failed = req->rc;
-		bridge_free(req);
-		m->req = NULL;
-		return false;
-	}
-	for (int c = 0; c < n; c++)
-		children[c] = pstrdup(req->children[c]);
-	bridge_free(req);
-	m->req = NULL;
-	qsort(children, n, sizeof(char *), lock_node_order);
-
-	for (int c = 0; c < n && lock_node_sequence(children[c]) < own_seq; c++)
-	{
-		char		key[ZK_SESSION_KEY_LEN + 1];
+		int			c = blockers[k].index;
+		char	   *middle = blockers[k].middle >= 0 ? q->names[blockers[k].middle] : NULL;
+		const char *key = q->keys[c];
 		Member	   *b;
 
-		if (lock_node_sequence(children[c]) < 0 ||
-			!lock_node_blocks(m->mode, m->node, children[c]) ||
-			!lock_node_session_key(children[c], key) ||
-			strcmp(key, m->key) == 0)
+		if (key[0] == '\0' || strcmp(key, m->key) == 0)
 			continue;
 		if (strcmp(key, g->members[0].key) == 0)
 		{
-			g->closing = i;
-			g->closing_blocker = children[c];
-			g->closing_holds = lock_node_blockers((const char *const *) children, c, NULL) == 0;
-			return true;
+			Closing    *cl = &g->closings[g->nclosings++];
+
+			cl->member = i;
+			cl->blocker = q->names[c];
+			cl->middle = middle;
+			cl->holds = queue_node_holds(q, c);
+			/* One cycle through each member is enough. */
+			break;
 		}
-		if (find_member(g, key) >= 0 || g->nmembers == MAX_MEMBERS)
+		if (!queue_node_holds(q, c) || find_member(g, key) >= 0 ||
+			g->nmembers == MAX_MEMBERS)
 			continue;
 		b = &g->members[g->nmembers++];
 		memset(b, 0, sizeof(*b));
 		strlcpy(b->key, key, sizeof(b->key));
 		b->via = i;
-		b->via_blocker = children[c];
-		b->via_holds = lock_node_blockers((const char *const *) children, c, NULL) == 0;
+		b->via_blocker = q->names[c];
+		b->via_middle = middle;
+		b->via_holds = true;
 		b->entry = psprintf("%s/%s", waits_dir(), key);
 		b->req = bridge_get(b->entry);
 	}
-	return false;
 }
 
 /* A member's published wait was read: where it waits, if it does. */
@@ -385,12 +530,19 @@ abandon_requests(Graph *g)
 			bridge_abandon(g->members[i].req);
 			g->members[i].req = NULL;
 		}
+	for (int i = 0; i < g->nqueues; i++)
+		if (g->queues[i].req)
+		{
+			bridge_abandon(g->queues[i].req);
+			g->queues[i].req = NULL;
+		}
 }
 
 /*
- * Read the wait-for graph breadth first from our own wait until it closes a
- * cycle through us (true, g->closing set) or ends.  False also if the
- * acquisition's deadline passed meanwhile.
+ * Read the wait-for graph breadth first from our own wait, as far as it
+ * goes, noting every member that waits for us (g->closings): each closes a
+ * cycle through us.  False if the look was cut short (also when the
+ * acquisition's deadline passed).
  */
 static bool
 find_cycle(Graph *g)
@@ -400,20 +552,21 @@ find_cycle(Graph *g)
 
 	while (first < last)
 	{
+		int			listed = g->nqueues;
+
 		for (int i = first; i < last; i++)
 			if (g->members[i].waits)
-				g->members[i].req = bridge_get_children(g->members[i].parent);
-		for (int i = first; i < last; i++)
+				(void) queue_of(g, g->members[i].parent);
+		for (int i = listed; i < g->nqueues; i++)
 		{
-			if (!g->members[i].waits)
-				continue;
-			if (!await_reply(g->w, g->members[i].req))
+			if (!await_reply(g->w, g->queues[i].req))
 				return false;
-			if (follow_blockers(g, i))
-				return true;
-			if (g->failed)
+			if (!take_listing(g, &g->queues[i]))
 				return false;
 		}
+		for (int i = first; i < last; i++)
+			if (g->members[i].waits)
+				follow_blockers(g, i);
 		for (int i = last; i < g->nmembers; i++)
 		{
 			if (!await_reply(g->w, g->members[i].req))
@@ -425,16 +578,16 @@ find_cycle(Graph *g)
 		first = last;
 		last = g->nmembers;
 	}
-	return false;
+	return true;
 }
 
 /* The members on the cycle, from us: path[0] is 0, each waits for the next. */
 static int
-cycle_path(Graph *g, int *path)
+cycle_path(Graph *g, const Closing *cl, int *path)
 {
 	int			n = 0;
 
-	for (int i = g->closing; i != 0; i = g->members[i].via)
+	for (int i = cl->member; i != 0; i = g->members[i].via)
 		path[n++] = i;
 	path[n++] = 0;
 	for (int a = 0, b = n - 1; a < b; a++, b--)
@@ -449,9 +602,16 @@ cycle_path(Graph *g, int *path)
 
 /* The node that blocks path[k] on the cycle: the next member's, in its lock. */
 static const char *
-blocker_on_path(Graph *g, int *path, int n, int k)
+blocker_on_path(Graph *g, const Closing *cl, int *path, int n, int k)
 {
-	return k + 1 < n ? g->members[path[k + 1]].via_blocker : g->closing_blocker;
+	return k + 1 < n ? g->members[path[k + 1]].via_blocker : cl->blocker;
+}
+
+/* The node through which that one blocks path[k], or NULL. */
+static const char *
+middle_on_path(Graph *g, const Closing *cl, int *path, int n, int k)
+{
+	return k + 1 < n ? g->members[path[k + 1]].via_middle : cl->middle;
 }
 
 /*
@@ -461,9 +621,10 @@ blocker_on_path(Graph *g, int *path, int n, int k)
  * node itself, not from what its member published.
  */
 static bool
-still_there(Graph *g, int *path, int n, bool *real, int64 *czxids)
+still_there(Graph *g, const Closing *cl, int *path, int n, bool *real,
+			int64 *czxids)
 {
-	ZkRequest **reqs = palloc0(sizeof(ZkRequest *) * 2 * n);
+	ZkRequest **reqs = palloc0(sizeof(ZkRequest *) * 3 * n);
 	volatile bool answered = true;
 
 	*real = true;
@@ -472,16 +633,21 @@ still_there(Graph *g, int *path, int n, bool *real, int64 *czxids)
 		for (int k = 0; k < n; k++)
 		{
 			Member	   *m = &g->members[path[k]];
+			const char *middle = middle_on_path(g, cl, path, n, k);
 
-			reqs[2 * k] = bridge_exists(psprintf("%s/%s", m->parent, m->node));
-			reqs[2 * k + 1] = bridge_exists(psprintf("%s/%s", m->parent,
-															   blocker_on_path(g, path, n, k)));
+			reqs[3 * k] = bridge_exists(psprintf("%s/%s", m->parent, m->node));
+			reqs[3 * k + 1] = bridge_exists(psprintf("%s/%s", m->parent,
+													 blocker_on_path(g, cl, path, n, k)));
+			if (middle != NULL)
+				reqs[3 * k + 2] = bridge_exists(psprintf("%s/%s", m->parent, middle));
 		}
-		for (int r = 0; r < 2 * n && answered; r++)
+		for (int r = 0; r < 3 * n && answered; r++)
 		{
+			if (reqs[r] == NULL)
+				continue;
 			answered = await_reply(g->w, reqs[r]);
-			if (answered && reqs[r]->rc == ZOK && r % 2 == 0)
-				czxids[r / 2] = reqs[r]->czxid;
+			if (answered && reqs[r]->rc == ZOK && r % 3 == 0)
+				czxids[r / 3] = reqs[r]->czxid;
 			if (answered && reqs[r]->rc != ZOK)
 			{
 				*real = false;
@@ -492,7 +658,7 @@ still_there(Graph *g, int *path, int n, bool *real, int64 *czxids)
 	}
 	PG_FINALLY();
 	{
-		for (int r = 0; r < 2 * n; r++)
+		for (int r = 0; r < 3 * n; r++)
 			if (reqs[r] != NULL)
 			{
 				if (bridge_done(reqs[r]))
@@ -533,7 +699,7 @@ poke(DeadlockWait *w, Member *victim)
 
 /* The 40P01 error of the victim, naming every member of the cycle. */
 static void
-report_deadlock(Graph *g, int *path, int n)
+report_deadlock(Graph *g, const Closing *cl, int *path, int n)
 {
 	StringInfoData detail;
 
@@ -543,7 +709,7 @@ report_deadlock(Graph *g, int *path, int n)
 		Member	   *m = &g->members[path[k]];
 		Member	   *next = &g->members[path[(k + 1) % n]];
 		Member	   *prev = &g->members[path[(k + n - 1) % n]];
-		bool		holding = k > 0 ? m->via_holds : g->closing_holds;
+		bool		holding = k > 0 ? m->via_holds : cl->holds;
 
 		if (k > 0)
 			appendStringInfoChar(&detail, '\n');
@@ -564,9 +730,10 @@ report_deadlock(Graph *g, int *path, int n)
 
 /*
  * Our wait has lasted deadlock_timeout, or another member of a cycle asked us
- * to look again: publish the wait (the first time) and look for a cycle
- * through it.  ERROR 40P01 if there is one and we are its victim; returns
- * otherwise, also when the deadline passed meanwhile.
+ * to look again: publish the wait (the first time) and look for the cycles
+ * through it.  ERROR 40P01 if we are the victim of one; the victims of the
+ * others are poked.  Returns otherwise, also when the deadline passed
+ * meanwhile.
  */
 void
 deadlock_check(DeadlockWait *w)
@@ -575,7 +742,10 @@ deadlock_check(DeadlockWait *w)
 	Graph		g = {0};
 	Member	   *self;
 	NodeInfo	info;
-	volatile bool found;
+	int		   *path;
+	int64	   *czxids;
+	int		   *victims;
+	int			nvictims = 0;
 
 	/*
 	 * Look again later while the wait lasts, after deadlock_timeout, twice
@@ -613,9 +783,10 @@ deadlock_check(DeadlockWait *w)
 	}
 
 	g.w = w;
-	g.closing = -1;
 	g.members = palloc(sizeof(Member) * MAX_MEMBERS);
+	g.closings = palloc(sizeof(Closing) * MAX_MEMBERS);
 	g.nmembers = 1;
+	g.queues = palloc(sizeof(Queue) * MAX_MEMBERS);
 	self = &g.members[0];
 	memset(self, 0, sizeof(*self));
 	lock_node_session_key(w->node, self->key);
@@ -631,7 +802,7 @@ deadlock_check(DeadlockWait *w)
 
 	PG_TRY();
 	{
-		found = find_cycle(&g);
+		(void) find_cycle(&g);
 	}
 	PG_FINALLY();
 	{
@@ -639,26 +810,38 @@ deadlock_check(DeadlockWait *w)
 	}
 	PG_END_TRY();
 
-	if (found && g.closing >= 0)
+	/*
+	 * Each cycle, read again, has its own victim: if we are one, our 40P01
+	 * breaks every cycle through us; otherwise every victim is poked, once.
+	 */
+	path = palloc(sizeof(int) * g.nmembers);
+	czxids = palloc(sizeof(int64) * g.nmembers);
+	victims = palloc(sizeof(int) * (g.nclosings + 1));
+	for (int c = 0; c < g.nclosings; c++)
 	{
-		int		   *path = palloc(sizeof(int) * g.nmembers);
-		int64	   *czxids = palloc0(sizeof(int64) * g.nmembers);
-		int			n = cycle_path(&g, path);
+		const Closing *cl = &g.closings[c];
+		int			n = cycle_path(&g, cl, path);
 		int			victim = 0;
 		bool		real;
+		bool		known = false;
 
-		if (!still_there(&g, path, n, &real, czxids) || !real)
-		{
-			stats_deadlock_checked(false);
-			return;
-		}
+		memset(czxids, 0, sizeof(int64) * g.nmembers);
+		if (!still_there(&g, cl, path, n, &real, czxids))
+			break;
+		if (!real)
+			continue;
 		for (int k = 1; k < n; k++)
 			if (czxids[k] > czxids[victim])
 				victim = k;
 		if (victim == 0)
-			report_deadlock(&g, path, n);
-		poke(w, &g.members[path[victim]]);
+			report_deadlock(&g, cl, path, n);
+		for (int v = 0; v < nvictims; v++)
+			known |= victims[v] == path[victim];
+		if (!known)
+			victims[nvictims++] = path[victim];
 	}
+	for (int v = 0; v < nvictims; v++)
+		poke(w, &g.members[victims[v]]);
 	stats_deadlock_checked(false);
 }
 
