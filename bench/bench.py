@@ -65,6 +65,7 @@ if QUICK:
         many_rounds=1, many_sizes=(10, 100, 1000), many_once=(),
         reacquire_max=1000, local_calls=1000,
         waiters=20, waiter_rounds=1, waiter_cpu_seconds=2.0,
+        queue_sizes=(100,), queue_seconds=6.0,
         first_use_rounds=3, first_use_later=10, deadlock_rounds=3,
         view_sizes=(1000,), view_reads=3,
         backends=200, throughput_clients=(64,), throughput_seconds=2.0,
@@ -79,6 +80,7 @@ else:
         many_rounds=3, many_sizes=(10, 1000, 10000), many_once=(10000,),
         reacquire_max=1000, local_calls=2000,
         waiters=100, waiter_rounds=2, waiter_cpu_seconds=5.0,
+        queue_sizes=(100, 300, 1000), queue_seconds=10.0,
         first_use_rounds=5, first_use_later=20, deadlock_rounds=7,
         view_sizes=(1000, 10000), view_reads=5,
         backends=1000, throughput_clients=(64, 512), throughput_seconds=5.0,
@@ -727,6 +729,56 @@ def bench_waiters(t):
     return out
 
 
+def packets_received(zk):
+    """Packets the ZooKeeper servers received, all of them together."""
+    total = 0
+    for port in zk.ports:
+        m = re.search(r'^Received: (\d+)', zk.flw(port, 'srvr'), re.M)
+        total += int(m.group(1))
+    return total
+
+
+def long_queue(t, nwait):
+    """nwait backends of one server queued on one lock at the default
+    deadlock_timeout (1 s): ZooKeeper's packets per waiter per second while
+    they wait (their deadlock looks), and the seconds from the release to
+    the last grant."""
+    run_id = 'queue-%d-%d' % (t.zk.servers, nwait)
+    lock = run_id
+    parent = '%s/%s' % (ZK_ROOT, lock)
+    node = t.nodes[0]
+    holder = node.session('bench_holder')
+    holder.query('SELECT zk_lock_acquire(%s)' % quote(lock))
+    procs = [node.spawn('SELECT bench_wait(%s, %s)' % (quote(run_id), quote(lock)),
+                        'bench_queued') for _ in range(nwait)]
+    deadline = time.time() + 60 + nwait / 10
+    while len(t.zkbare.queue(t.zk, parent)) < nwait + 1:
+        if time.time() > deadline or any(p.poll() is not None for p in procs):
+            raise RuntimeError('waiters did not queue up')
+        time.sleep(0.25)
+    p0, t0 = packets_received(t.zk), time.time()
+    time.sleep(CONF['queue_seconds'])
+    rate = (packets_received(t.zk) - p0) / (time.time() - t0) / nwait
+    released = float(holder.query('SELECT zk_lock_release(%s), extract(epoch FROM clock_timestamp())'
+                                  % quote(lock))[0][-1])
+    reap(procs, 120 + nwait / 10)
+    holder.close()
+    last = float(node.value('SELECT extract(epoch FROM max(granted)) FROM bench_queue '
+                            'WHERE run = %s' % quote(run_id)))
+    granted = int(node.value('SELECT count(*) FROM bench_queue WHERE run = %s' % quote(run_id)))
+    if granted != nwait:
+        raise RuntimeError('%d of %d waiters were granted' % (granted, nwait))
+    return rate, last - released
+
+
+def bench_long_queue(t):
+    out = {}
+    for n in CONF['queue_sizes']:
+        log('  a queue of %d at the default deadlock_timeout' % n)
+        out['queue_rate_%d' % n], out['queue_drain_%d' % n] = long_queue(t, n)
+    return out
+
+
 # ---- 5. first use ----
 
 def bench_first_use(t):
@@ -1037,6 +1089,12 @@ def table_rows(res):
         lambda r: fmt(r['waiters_cpu_ms'], '.0f'))
     row('  queue drain after release (grants/s)', lambda r: fmt(r['waiters_drain'], '.0f'))
 
+    rows.append(('a long queue on one server, deadlock_timeout 1 s (its default)', None))
+    for n in CONF['queue_sizes']:
+        row('  %s waiters: packets to ZooKeeper per waiter per second while they wait'
+            % format(n, ','), lambda r, n=n: fmt(r['queue_rate_%d' % n], '.2f'))
+        row('    drain: release to last grant (s)', lambda r, n=n: fmt(r['queue_drain_%d' % n], '.2f'))
+
     rows.append(('deadlock detection: two backends on two nodes, opposite order', None))
     row('  40P01 after the cycle closed, deadlock_timeout %d ms (median)' % DEADLOCK_TIMEOUT_MS,
         lambda r: fmt(r['deadlock_ms'], '.0f'))
@@ -1195,6 +1253,13 @@ differences as noise.
   closes the cycle, as the victim.  It reports the time from the start of
   that wait to its 40P01: deadlock_timeout (%d ms, set for both), then
   publishing its wait, reading the graph and checking the cycle again.
+* **A long queue**: as many backends of node_a as said wait for one lock
+  held by another, with `deadlock_timeout` at its default (1 s), so that
+  every one of them publishes its wait and looks for a deadlock while it
+  waits; the packets all ZooKeeper servers receive (their `srvr` counts) are
+  counted for a while once all are queued, per waiter and second; then the
+  holder lets go and the drain runs to the last waiter's grant (each one
+  releases at once).
 * **Release requests**: a backend of node_a holds a lock; a backend of
   node_b asks (`zk_lock_request_release`: a sync and the queue's listing,
   pipelined, then the write of `__REVOKE__`), and the time runs from the
@@ -1261,6 +1326,7 @@ def main():
             r.update(bench_first_use(t))
             r.update(bench_handoff(t))
             r.update(bench_waiters(t))
+            r.update(bench_long_queue(t))
             r.update(bench_deadlock(t))
             r.update(bench_revoke(t))
             r.update(bench_cluster_view(t))

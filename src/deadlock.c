@@ -66,10 +66,16 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "nodes/pg_list.h"
 #include "storage/proc.h"
+#include "storage/procarray.h"
+#include "utils/array.h"
+#include "utils/fmgrprotos.h"
 #include "utils/json.h"
+#include "utils/wait_event.h"
 
 #include "deadlock.h"
 #include "guc.h"
@@ -84,6 +90,8 @@
 
 /* Bound on the backends one check reads about. */
 #define MAX_MEMBERS 1000
+/* ... and on the local backends it follows through PostgreSQL's locks. */
+#define MAX_LOCAL_WAITERS 100
 
 /* A waiting backend met on the way, the checking one first. */
 typedef struct Member
@@ -128,13 +136,18 @@ typedef struct Blocker
 	int			middle;			/* the node between, -1 if it blocks directly */
 } Blocker;
 
-/* A member that waits for us: the last edge of a cycle through us. */
+/*
+ * A member that waits for us: the last edge of a cycle through us.  Either
+ * in a zklock queue, or (blocker NULL) for a PostgreSQL lock of this server
+ * that we hold, directly or through other local backends' lock waits.
+ */
 typedef struct Closing
 {
 	int			member;
 	char	   *blocker;		/* our node in its lock */
 	char	   *middle;			/* the node between, or NULL */
 	bool		holds;			/* whether our node holds that lock */
+	pid_t		local_pid;		/* for a PostgreSQL lock: the member's pid */
 } Closing;
 
 typedef struct Graph
@@ -453,6 +466,7 @@ follow_blockers(Graph *g, int i)
 		{
 			Closing    *cl = &g->closings[g->nclosings++];
 
+			memset(cl, 0, sizeof(*cl));
 			cl->member = i;
 			cl->blocker = q->names[c];
 			cl->middle = middle;
@@ -472,6 +486,68 @@ follow_blockers(Graph *g, int i)
 		b->via_holds = true;
 		b->entry = psprintf("%s/%s", waits_dir(), key);
 		b->req = bridge_get(b->entry);
+	}
+}
+
+/*
+ * Whether the local backend pid waits for us through PostgreSQL's
+ * heavyweight locks (as pg_blocking_pids sees them), directly or through
+ * other local backends that wait for such locks.
+ */
+static bool
+waits_locally_for_us(pid_t pid)
+{
+	List	   *todo = list_make1_int(pid);
+	List	   *seen = NIL;
+
+	while (todo != NIL && list_length(seen) < MAX_LOCAL_WAITERS)
+	{
+		int			p = linitial_int(todo);
+		PGPROC	   *proc;
+		ArrayType  *blockers;
+		Datum	   *pids;
+		int			nblockers;
+
+		todo = list_delete_first(todo);
+		if (list_member_int(seen, p))
+			continue;
+		seen = lappend_int(seen, p);
+		proc = BackendPidGetProc(p);
+		if (proc == NULL || (proc->wait_event_info & 0xFF000000) != PG_WAIT_LOCK)
+			continue;
+		blockers = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids,
+														  Int32GetDatum(p)));
+		deconstruct_array(blockers, INT4OID, sizeof(int32), true, TYPALIGN_INT,
+						  &pids, NULL, &nblockers);
+		for (int i = 0; i < nblockers; i++)
+		{
+			if (DatumGetInt32(pids[i]) == MyProcPid)
+				return true;
+			todo = lappend_int(todo, DatumGetInt32(pids[i]));
+		}
+	}
+	return false;
+}
+
+/*
+ * Member m holds a lock on the way but waits for no zklock lock.  If it is a
+ * backend of this server that waits for us through PostgreSQL's own locks,
+ * a cycle closes (PostgreSQL's detector cannot see it: its part of the
+ * cycle ends in a backend that waits in zklock).
+ */
+static void
+follow_local_locks(Graph *g, Member *m)
+{
+	pid_t		pid = bridge_local_pid(m->key + 3);
+
+	if (pid != 0 && pid != MyProcPid && waits_locally_for_us(pid))
+	{
+		Closing    *cl = &g->closings[g->nclosings++];
+
+		memset(cl, 0, sizeof(*cl));
+		cl->member = m - g->members;
+		cl->local_pid = pid;
+		m->who = psprintf("process %d on this server", (int) pid);
 	}
 }
 
@@ -518,6 +594,8 @@ read_entry(Graph *g, Member *m)
 		if (bridge_reply_lost(req->rc) || req->rc == ZSESSIONEXPIRED)
 			g->failed = req->rc;
 	}
+	else
+		follow_local_locks(g, m);
 	bridge_free(req);
 }
 
@@ -635,6 +713,9 @@ still_there(Graph *g, const Closing *cl, int *path, int n, bool *real,
 			Member	   *m = &g->members[path[k]];
 			const char *middle = middle_on_path(g, cl, path, n, k);
 
+			/* A local member waits for a PostgreSQL lock: read again below. */
+			if (!m->waits)
+				continue;
 			reqs[3 * k] = bridge_exists(psprintf("%s/%s", m->parent, m->node));
 			reqs[3 * k + 1] = bridge_exists(psprintf("%s/%s", m->parent,
 													 blocker_on_path(g, cl, path, n, k)));
@@ -668,6 +749,8 @@ still_there(Graph *g, const Closing *cl, int *path, int n, bool *real,
 			}
 	}
 	PG_END_TRY();
+	if (answered && *real && cl->local_pid != 0)
+		*real = waits_locally_for_us(cl->local_pid);
 	return answered;
 }
 
@@ -713,12 +796,25 @@ report_deadlock(Graph *g, const Closing *cl, int *path, int n)
 
 		if (k > 0)
 			appendStringInfoChar(&detail, '\n');
-		appendStringInfo(&detail,
-						 "%c%s %s zklock lock \"%s\" and waits for %s zklock lock \"%s\"; blocked by %s.",
-						 pg_toupper((unsigned char) m->who[0]), m->who + 1,
-						 holding ? "holds" : "is queued ahead for",
-						 prev->name, lock_mode_names[m->mode], m->name,
-						 next->who);
+		if (k == 0 && cl->local_pid != 0)
+			appendStringInfo(&detail,
+							 "%c%s holds a PostgreSQL lock that %s waits for, directly or not, and waits for %s zklock lock \"%s\"; blocked by %s.",
+							 pg_toupper((unsigned char) m->who[0]), m->who + 1,
+							 prev->who, lock_mode_names[m->mode], m->name,
+							 next->who);
+		else if (!m->waits)
+			appendStringInfo(&detail,
+							 "%c%s %s zklock lock \"%s\" and waits for a PostgreSQL lock; blocked by %s, directly or not.",
+							 pg_toupper((unsigned char) m->who[0]), m->who + 1,
+							 holding ? "holds" : "is queued ahead for",
+							 prev->name, next->who);
+		else
+			appendStringInfo(&detail,
+							 "%c%s %s zklock lock \"%s\" and waits for %s zklock lock \"%s\"; blocked by %s.",
+							 pg_toupper((unsigned char) m->who[0]), m->who + 1,
+							 holding ? "holds" : "is queued ahead for",
+							 prev->name, lock_mode_names[m->mode], m->name,
+							 next->who);
 	}
 	stats_deadlock_checked(true);
 	ereport(ERROR,

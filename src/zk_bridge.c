@@ -180,6 +180,24 @@ bridge_owner(void)
 	return my_slot->owner;
 }
 
+/*
+ * The pid of this server's backend whose nodes' names begin with owner, or
+ * 0 if none of ours does.
+ */
+pid_t
+bridge_local_pid(const char *owner)
+{
+	pid_t		pid = 0;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	for (int i = 0; i < zk_shared->nslots && pid == 0; i++)
+		if (zk_shared->slots[i].pid != 0 &&
+			strncmp(zk_shared->slots[i].owner, owner, ZK_OWNER_LEN) == 0)
+			pid = zk_shared->slots[i].pid;
+	SpinLockRelease(&zk_shared->mutex);
+	return pid;
+}
+
 /* ---- counting ---- */
 
 /* What each kind of request counts as in zk_session_stats. */

@@ -122,5 +122,6 @@ extern void bridge_write_off(uint64_t generation);
 extern bool bridge_commit_begin(uint64_t generation);
 extern void bridge_commit_end(void);
 extern const char *bridge_owner(void);
+extern pid_t bridge_local_pid(const char *owner);
 
 #endif							/* ZKLOCK_ZK_BRIDGE_H */

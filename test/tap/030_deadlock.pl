@@ -6,8 +6,9 @@
 # rolled back.  Session locks, transaction locks, a cycle of three over two
 # nodes, a cycle through a shared holder, members with different
 # deadlock_timeout (the victim must be told to look again), and members
-# that all look at the same moment, and a victim that looks once.  Also:
-# blocked_by shows whom a waiter waits for.
+# that all look at the same moment, a victim that looks once, and a cycle
+# through a row lock on one node.  Also: blocked_by shows whom a waiter waits
+# for.
 
 use strict;
 use warnings;
@@ -199,6 +200,37 @@ for my $round (1 .. 5)
 	cmp_ok($took, '<', 0.1 + 0.5,
 		sprintf("round $round: at its first look (%.2f s after it began to wait)", $took));
 	is(outcome($a), 'granted', "round $round: the other member is granted");
+	finish($a, $b);
+}
+
+# 8. Through one of PostgreSQL's own locks (issue 26.4): a holds d8 and
+# waits for a row that b updated; b waits for d8.  PostgreSQL's detector
+# sees a wait for b, who waits for no lock it knows; zklock's sees b wait
+# for a, who waits for nothing in ZooKeeper: each alone saw no cycle, and
+# both waited until lock_timeout.  b's look follows a, a backend of its own
+# server, through the lock manager back to itself: b fails with 40P01 (the
+# only member waiting for a zklock lock) and a's update goes on.
+{
+	$node_a->safe_psql('postgres', 'CREATE TABLE d8 (id int PRIMARY KEY, x int); INSERT INTO d8 VALUES (1, 0)');
+	my $b = member($node_a, 200);
+	$b->{s}->query_safe(q{SET lock_timeout = '20s'; UPDATE d8 SET x = x + 1 WHERE id = 1});
+	my $a = member($node_a, 200, q{zk_lock_acquire('d8')});
+	$a->{s}->query_safe(q{SET lock_timeout = '20s'});
+	send_query($a->{s}, q{UPDATE d8 SET x = x + 10 WHERE id = 1}, 'done_update');
+	ok($node_a->poll_query_until('postgres',
+			qq{SELECT wait_event_type FROM pg_stat_activity WHERE pid = $a->{pid}}, 'Lock'),
+		'a waits for the row b updated');
+	my $t0 = time;
+	start_wait($b, q{zk_lock_acquire('d8')});
+	is(outcome($b), 'deadlock', 'b, waiting for d8 held by a, fails with 40P01');
+	my $took = time - $t0;
+	like($b->{error}, qr/waits for a PostgreSQL lock/, 'the DETAIL says a waits for a PostgreSQL lock');
+	cmp_ok($took, '<', 0.2 + 2, sprintf('within deadlock_timeout + 2 s (%.2f s)', $took));
+	wait_marker($a->{s}, 'done_update');
+	is($a->{s}{stderr}, '', "a's update went on");
+	$a->{s}->query_safe('COMMIT');
+	is($node_a->safe_psql('postgres', 'SELECT x FROM d8'), '10', 'a committed; b rolled back');
+	$a->{s}->query_safe('SELECT zk_lock_release_all()');
 	finish($a, $b);
 }
 
