@@ -57,6 +57,8 @@
 
 PGDLLEXPORT void zklock_worker_main(Datum arg);
 
+/* Seconds after which the postmaster starts a worker that exited again. */
+#define ZKLOCK_WORKER_RESTART_S 1
 /* How long to wait before opening a session again after zookeeper_init failed. */
 #define OPEN_RETRY_MS 1000
 /* Replies taken in after a wait before the queue is looked at again. */
@@ -704,7 +706,16 @@ zklock_worker_main(Datum arg)
 		worker_flush_deferred();
 		CHECK_FOR_INTERRUPTS();
 	}
-	proc_exit(0);
+
+	/*
+	 * Exit code 1: the postmaster starts us again, unless the server is
+	 * shutting down (it never restarts a worker that exits with 0).
+	 */
+	ereport(LOG,
+			(errmsg("zklock session worker stopping on request; it is started again in %d s unless the server is shutting down",
+					ZKLOCK_WORKER_RESTART_S),
+			 errdetail("Its ZooKeeper session ends, and with it the locks that backends of this server held.")));
+	proc_exit(1);
 }
 
 /* _PG_init: one session worker per server. */
@@ -717,7 +728,7 @@ zk_worker_register(void)
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
 	/* Before recovery: standbys take locks too. */
 	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
-	worker.bgw_restart_time = 1;
+	worker.bgw_restart_time = ZKLOCK_WORKER_RESTART_S;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "zklock");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "zklock_worker_main");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "zklock session worker");

@@ -1,0 +1,49 @@
+
+# The session worker stopped with SIGTERM, as an administrator or a script
+# that ends "every other process" does (issue 27, item 1): it exited with 0,
+# which PostgreSQL takes for "done", and was never started again: every
+# acquisition on the server failed with 08001 until PostgreSQL was
+# restarted.  Now it says so in the log and exits so that the postmaster
+# starts it again: locks work again within a few seconds, five times over.
+# A server that shuts down does not start it again.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+use ZklockTest;
+
+my $zk = start_zk();
+my $node = zk_node('node_a', $zk);
+is($node->safe_psql('postgres', q{SELECT zk_lock_acquire('before', 10000)}), 't', 'a lock is granted');
+
+for my $round (1 .. 5)
+{
+	my $old = worker_pid($node);
+	my $t0 = time;
+	kill 'TERM', $old;
+	my $new;
+	while (time - $t0 < 20)
+	{
+		$new = worker_pid($node);
+		last if defined $new && $new != $old;
+		sleep_for(0.1);
+	}
+	isnt($new, $old, "round $round: a new session worker runs after SIGTERM");
+	is($node->safe_psql('postgres', qq{SELECT zk_lock_acquire('after-$round', 10000)}), 't',
+		"round $round: a lock is granted again");
+	my $took = time - $t0;
+	cmp_ok($took, '<', 10, sprintf("round $round: %.1f s after the SIGTERM", $took));
+}
+ok($node->log_contains('zklock session worker stopping on request; it is started again in 1 s'),
+	'the log says the worker stops and is started again');
+
+# A server that shuts down stops its worker for good.
+$node->stop('fast');
+ok($node->log_contains('database system is shut down'), 'the server shuts down with its worker');
+ok(!$node->log_contains('terminating any other active server processes'), 'and no process crashed');
+finish_checks($zk, []);
+done_testing();
