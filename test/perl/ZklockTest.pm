@@ -27,7 +27,7 @@ our @EXPORT = qw(
   session send_query wait_marker poll_query zk_session_field wait_session_state
   cs_begin_sql cs_end_sql cs_waiter_sql queue_nodes
   freeze_until_suspended finish_checks fakedns_lib sleep_for
-  worker_pid wait_worker_session reconfigure);
+  worker_pid wait_worker_session reconfigure dblink_send_many dblink_true_count);
 
 use constant ZK_ROOT => '/zklock_tap';
 
@@ -275,6 +275,49 @@ sub zk_session_field
 {
 	my ($s, $field) = @_;
 	return $s->query_safe("SELECT $field FROM zk_session()");
+}
+
+# Many backends at once, as dblink's connections from a few coordinator
+# sessions of $node (a backend may hold only so many connections of its own:
+# a third of its file descriptors): connection i (1..$n), named $app<i>,
+# is sent $query, a PL/pgSQL text expression in i that returns one boolean
+# row; the statement runs while dblink_true_count waits for the answers.
+# Needs CREATE EXTENSION dblink.  Returns the coordinators.
+sub dblink_send_many
+{
+	my ($node, $n, $coordinators, $app, $query) = @_;
+	my $conn = sprintf('host=%s port=%d dbname=postgres', $node->host, $node->port);
+	my $per = $n / $coordinators;
+	my @coord = map { $node->background_psql('postgres', timeout => 300) } 1 .. $coordinators;
+	for my $k (0 .. $#coord)
+	{
+		my ($from, $to) = ($k * $per + 1, ($k + 1) * $per);
+		$coord[$k]->query_safe(qq{
+DO \$\$
+BEGIN
+  FOR i IN $from..$to LOOP
+    PERFORM dblink_connect('c' || i, '$conn application_name=$app' || i);
+    PERFORM dblink_send_query('c' || i, $query);
+  END LOOP;
+END \$\$});
+	}
+	return \@coord;
+}
+
+# How many of dblink_send_many's connections answered true.
+sub dblink_true_count
+{
+	my ($coord, $n) = @_;
+	my $per = $n / @$coord;
+	my $count = 0;
+	for my $k (0 .. $#$coord)
+	{
+		my ($from, $to) = ($k * $per + 1, ($k + 1) * $per);
+		$count += $coord->[$k]->query_safe(qq{
+SELECT count(*) FILTER (WHERE r) FROM generate_series($from, $to) AS i,
+       LATERAL dblink_get_result('c' || i) AS t(r boolean)});
+	}
+	return $count;
 }
 
 # Run $sql in session $s until it answers $want, $timeout seconds at most

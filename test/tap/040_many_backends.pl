@@ -20,35 +20,12 @@ my $zk = start_zk(max_client_cnxns => 60);
 my $node = zk_node('node_a', $zk, max_connections => $backends + 20);
 # The many backends are dblink's connections from a few coordinators.
 $node->safe_psql('postgres', 'CREATE EXTENSION dblink');
-my $conn = sprintf('host=%s port=%d dbname=postgres', $node->host, $node->port);
-
-# Every backend asks at once (dblink_send_query), then every answer is read.
-# A backend may hold only so many connections of its own (a third of its
-# file descriptors), so five coordinators open a hundred each.
-my $coordinators = 5;
-my $per = $backends / $coordinators;
-my @coord = map { $node->background_psql('postgres', timeout => 300) } 1 .. $coordinators;
+# Every backend asks at once (dblink_send_query), then every answer is read;
+# five coordinators open a hundred each.
 my $t0 = time;
-for my $k (0 .. $#coord)
-{
-	my ($from, $to) = ($k * $per + 1, ($k + 1) * $per);
-	$coord[$k]->query_safe(qq{
-DO \$\$
-BEGIN
-  FOR i IN $from..$to LOOP
-    PERFORM dblink_connect('c' || i, '$conn application_name=many' || i);
-    PERFORM dblink_send_query('c' || i, 'SELECT zk_lock_acquire(''many-' || i || ''', 60000)');
-  END LOOP;
-END \$\$});
-}
-my $granted = 0;
-for my $k (0 .. $#coord)
-{
-	my ($from, $to) = ($k * $per + 1, ($k + 1) * $per);
-	$granted += $coord[$k]->query_safe(qq{
-SELECT count(*) FILTER (WHERE r) FROM generate_series($from, $to) AS i,
-       LATERAL dblink_get_result('c' || i) AS t(r boolean)});
-}
+my $coord = dblink_send_many($node, $backends, 5, 'many',
+	q{'SELECT zk_lock_acquire(''many-' || i || ''', 60000)'});
+my $granted = dblink_true_count($coord, $backends);
 my $took = elapsed_since($t0);
 is($granted, $backends, "all $backends backends were granted their lock");
 note sprintf('%d backends connected and granted in %.1f s', $backends, $took);
@@ -76,7 +53,7 @@ my @worker_tasks = glob("/proc/$worker/task/*");
 is(scalar @worker_tasks, 1, 'the session worker runs one thread');
 
 # All of them go; their nodes go with them.
-$_->quit for @coord;
+$_->quit for @$coord;
 tree_empty_ok($zk, 'every lock node went with its backend', 30);
 
 finish_checks($zk, [$node]);

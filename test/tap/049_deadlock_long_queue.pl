@@ -42,7 +42,6 @@ BEGIN
   RETURN true;
 END $$;
 });
-my $conn = sprintf('host=%s port=%d dbname=postgres', $node->host, $node->port);
 
 # The ZooKeeper server's count of packets received.
 sub packets_received
@@ -55,21 +54,7 @@ my $holder = session($node, 'holder');
 $holder->query_safe(q{SELECT zk_lock_acquire('long-queue')});
 
 # The waiters are dblink's connections from three coordinators.
-my $coordinators = 3;
-my $per = $waiters / $coordinators;
-my @coord = map { $node->background_psql('postgres', timeout => 300) } 1 .. $coordinators;
-for my $k (0 .. $#coord)
-{
-	my ($from, $to) = ($k * $per + 1, ($k + 1) * $per);
-	$coord[$k]->query_safe(qq{
-DO \$\$
-BEGIN
-  FOR i IN $from..$to LOOP
-    PERFORM dblink_connect('c' || i, '$conn application_name=waiter' || i);
-    PERFORM dblink_send_query('c' || i, 'SELECT wait_once(''long-queue'')');
-  END LOOP;
-END \$\$});
-}
+my $coord = dblink_send_many($node, $waiters, 3, 'waiter', q{'SELECT wait_once(''long-queue'')'});
 ok($node->poll_query_until('postgres',
 		q{SELECT count(*) FROM zk_cluster_locks WHERE lock_name = 'long-queue'}, $waiters + 1),
 	"$waiters waiters queued behind the holder");
@@ -88,14 +73,7 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM zk_cluster_locks WHERE lo
 
 my $released_at = $holder->query_safe(q{SELECT zk_lock_release('long-queue'); SELECT extract(epoch FROM clock_timestamp())});
 ($released_at) = $released_at =~ /([\d.]+)\s*$/;
-my $granted = 0;
-for my $k (0 .. $#coord)
-{
-	my ($from, $to) = ($k * $per + 1, ($k + 1) * $per);
-	$granted += $coord[$k]->query_safe(qq{
-SELECT count(*) FILTER (WHERE r) FROM generate_series($from, $to) AS i,
-       LATERAL dblink_get_result('c' || i) AS t(r boolean)});
-}
+my $granted = dblink_true_count($coord, $waiters);
 is($granted, $waiters, "all $waiters waiters were granted");
 my ($drain, $in_order) = split /\|/, $node->safe_psql('postgres', qq{
 SELECT max(extract(epoch FROM granted)) - $released_at,
@@ -108,6 +86,6 @@ note sprintf('the queue drained %.2f s after the release', $drain);
 cmp_ok($drain, '<', 5, sprintf('the queue drained within 5 s of the release (%.2f s)', $drain));
 is($in_order, $waiters, 'granted in queue order');
 
-$_->quit for @coord, $holder;
+$_->quit for @$coord, $holder;
 finish_checks($zk, [$node]);
 done_testing();
