@@ -350,6 +350,8 @@ clean_slot(int slot, uint32 keep)
 		if (ww->incarnation != keep && !ww->removing)
 		{
 			ww->gone = true;
+			if (ww->kind == WATCH_HELD)
+				worker_held_orphaned(ww->held);
 			worker_unwatch(ww);
 		}
 	}

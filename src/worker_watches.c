@@ -60,6 +60,28 @@ worker_held_unref(dsa_pointer dp)
 		dsa_free(zk_area, dp);
 }
 
+/*
+ * The backend of a SharedHeld went without dropping its reference (it exited
+ * holding the lock, or died): drop it for the backend, once.
+ */
+void
+worker_held_orphaned(dsa_pointer dp)
+{
+	SharedHeld *sh = dsa_get_address(zk_area, dp);
+	bool		last = false;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	if (!sh->backend_let_go)
+	{
+		sh->backend_let_go = true;
+		sh->released = true;
+		last = --sh->refs == 0;
+	}
+	SpinLockRelease(&zk_shared->mutex);
+	if (last)
+		dsa_free(zk_area, dp);
+}
+
 void
 worker_watch_free(WorkerWatch *ww)
 {

@@ -656,6 +656,7 @@ held_unref(dsa_pointer dp, SharedHeld *sh, bool release)
 	SpinLockAcquire(&zk_shared->mutex);
 	if (release)
 		sh->released = true;
+	sh->backend_let_go = true;
 	last = --sh->refs == 0;
 	SpinLockRelease(&zk_shared->mutex);
 	if (last)

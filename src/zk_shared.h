@@ -67,6 +67,7 @@ typedef struct SharedRequest
 typedef struct SharedHeld
 {
 	int			refs;			/* under ZkShared.mutex, like the flags */
+	bool		backend_let_go; /* the backend dropped its reference */
 	bool		released;
 	bool		deleted;
 	bool		granted;		/* the backend holds the lock, not waits */

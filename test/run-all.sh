@@ -28,11 +28,12 @@ matrix=(
 declare -A tap_subset=(
 	[19]="test/tap/003_kill9.pl test/tap/007_stats.pl test/tap/039_server_session.pl test/tap/041_revocation.pl"
 )
-# Majors whose TAP run leaves these scripts out: on 18, the long fault runs
-# whose code paths (the session worker and ZooKeeper's) are the same on
-# every major, and which 15 runs in full, to keep the suite within its time.
+# Majors whose TAP run leaves these scripts out: on 18, the long fault and
+# load runs whose code paths (the session worker's and ZooKeeper's) are the
+# same on every major, and which 15 runs in full, to keep the suite within
+# its time.
 declare -A tap_skip=(
-	[18]="test/tap/044_follower_partition.pl test/tap/045_watch_in_flight.pl"
+	[18]="test/tap/044_follower_partition.pl test/tap/045_watch_in_flight.pl test/tap/049_deadlock_long_queue.pl test/tap/051_shared_memory_flat.pl"
 )
 
 # The TAP scripts for a major (empty: all of them).
