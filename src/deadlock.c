@@ -60,9 +60,13 @@
  * lost with the connection cuts a look short, and nothing a look does,
  * publishing included, raises an error other than the victim's 40P01.
  *
- * Semaphores wait for any one of several holders, so a cycle through one is
- * not necessarily a deadlock: their waits are neither published nor
- * checked, and a path that reaches one ends there.
+ * Semaphores.  The head waiter of a semaphore (the others wait at its gate,
+ * an exclusive lock, for it) waits for any one of the leases that hold to
+ * go: it is stuck only if every one of them is.  A look follows each of
+ * them, and a cycle through the waiter counts only if every holding lease
+ * is the next member's on the cycle, the looking backend's or the waiter's
+ * own; all of them are read again with the cycle.  A cycle whose other
+ * permits are held by backends off the cycle is not seen: they may let go.
  */
 #include "postgres.h"
 
@@ -112,6 +116,8 @@ typedef struct Member
 	char	   *via_blocker;	/* this one's node in via's lock */
 	char	   *via_middle;		/* the node between them there, or NULL */
 	bool		via_holds;		/* whether via_blocker holds the lock */
+	char	  **holders;		/* a semaphore's: the leases it waits for */
+	int			nholders;
 	ZkRequest  *req;			/* in flight: its published wait */
 } Member;
 
@@ -431,6 +437,34 @@ queue_blockers(const Queue *q, int s, Blocker *out)
 }
 
 /*
+ * A semaphore's waiting lease s (of member m) waits for every lease that
+ * holds (the first permits ones): it is stuck only if all of them are (see
+ * the file header).  They go to *out, and to m->holders; none (0) if one
+ * of them is a foreign node, which nothing can tell us about, or if s holds.
+ */
+static int
+lease_holders(const Queue *q, int s, Member *m, Blocker **out)
+{
+	int			permits = lock_node_permits(q->names[s]);
+
+	*out = NULL;
+	if (permits <= 0 || s < permits)
+		return 0;
+	for (int c = 0; c < permits; c++)
+		if (q->keys[c][0] == '\0')
+			return 0;
+	*out = palloc(sizeof(Blocker) * permits);
+	m->holders = palloc(sizeof(char *) * permits);
+	for (int c = 0; c < permits; c++)
+	{
+		(*out)[c] = (Blocker) {c, -1};
+		m->holders[c] = q->names[c];
+	}
+	m->nholders = permits;
+	return permits;
+}
+
+/*
  * Member i's queue was listed: meet the owners of the nodes that keep it
  * from holding.  If one of them is the checking backend, a cycle closes.
  * Of the others, only those whose node holds the lock are read about: the
@@ -451,8 +485,13 @@ follow_blockers(Graph *g, int i)
 	/* Its node is gone: so is its wait. */
 	if (s < 0)
 		return;
-	blockers = palloc(sizeof(Blocker) * s);
-	n = queue_blockers(q, s, blockers);
+	if (m->mode == LOCK_MODE_SEMAPHORE)
+		n = lease_holders(q, s, m, &blockers);
+	else
+	{
+		blockers = palloc(sizeof(Blocker) * s);
+		n = queue_blockers(q, s, blockers);
+	}
 	for (int k = 0; k < n; k++)
 	{
 		int			c = blockers[k].index;
@@ -571,7 +610,8 @@ read_entry(Graph *g, Member *m)
 		info.lock != NULL && info.node != NULL && info.has_czxid &&
 		info.has_pid && info.mode != NULL &&
 		(strcmp(info.mode, lock_mode_names[LOCK_MODE_EXCLUSIVE]) == 0 ||
-		 strcmp(info.mode, lock_mode_names[LOCK_MODE_SHARED]) == 0) &&
+		 strcmp(info.mode, lock_mode_names[LOCK_MODE_SHARED]) == 0 ||
+		 strcmp(info.mode, lock_mode_names[LOCK_MODE_SEMAPHORE]) == 0) &&
 		lock_node_sequence(info.node) >= 0 &&
 		lock_node_session_key(info.node, key) && strcmp(key, m->key) == 0 &&
 		info.lock[0] == '/' && strchr(info.node, '/') == NULL)
@@ -581,7 +621,9 @@ read_entry(Graph *g, Member *m)
 		m->node = info.node;
 		m->name = info.name ? info.name : info.lock;
 		m->mode = strcmp(info.mode, lock_mode_names[LOCK_MODE_SHARED]) == 0 ?
-			LOCK_MODE_SHARED : LOCK_MODE_EXCLUSIVE;
+			LOCK_MODE_SHARED :
+			strcmp(info.mode, lock_mode_names[LOCK_MODE_SEMAPHORE]) == 0 ?
+			LOCK_MODE_SEMAPHORE : LOCK_MODE_EXCLUSIVE;
 		m->czxid = info.czxid;
 		m->who = describe(&info);
 		m->data = pnstrdup(req->data, req->data_len);
@@ -693,6 +735,75 @@ middle_on_path(Graph *g, const Closing *cl, int *path, int n, int k)
 }
 
 /*
+ * A cycle through a semaphore's waiter holds only if every lease it waits for
+ * is the next member's on the cycle, ours or its own: the looks follow one
+ * lease of each, and a lease of anyone else may go.
+ */
+static bool
+leases_on_cycle(Graph *g, int *path, int n)
+{
+	for (int k = 0; k < n; k++)
+	{
+		Member	   *m = &g->members[path[k]];
+		const char *next = g->members[path[(k + 1) % n]].key;
+
+		for (int h = 0; h < m->nholders; h++)
+		{
+			char		key[ZK_SESSION_KEY_LEN + 1];
+
+			if (!lock_node_session_key(m->holders[h], key) ||
+				(strcmp(key, next) != 0 && strcmp(key, g->members[0].key) != 0 &&
+				 strcmp(key, m->key) != 0))
+				return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * The nodes of a cycle to read again: each member's waiting node (whose
+ * member's k goes to owners; -1 for the others), the node that blocks it,
+ * the one between, and a semaphore waiter's holding leases.
+ */
+static int
+cycle_nodes(Graph *g, const Closing *cl, int *path, int n, char ***nodes,
+			int **owners)
+{
+	int			max = 0;
+	int			count = 0;
+
+	for (int k = 0; k < n; k++)
+		max += 3 + g->members[path[k]].nholders;
+	*nodes = palloc(sizeof(char *) * (max + 1));
+	*owners = palloc(sizeof(int) * (max + 1));
+	for (int k = 0; k < n; k++)
+	{
+		Member	   *m = &g->members[path[k]];
+		const char *middle = middle_on_path(g, cl, path, n, k);
+
+		/* A local member waits for a PostgreSQL lock: read again below. */
+		if (!m->waits)
+			continue;
+		(*owners)[count] = k;
+		(*nodes)[count++] = psprintf("%s/%s", m->parent, m->node);
+		(*owners)[count] = -1;
+		(*nodes)[count++] = psprintf("%s/%s", m->parent,
+									 blocker_on_path(g, cl, path, n, k));
+		if (middle != NULL)
+		{
+			(*owners)[count] = -1;
+			(*nodes)[count++] = psprintf("%s/%s", m->parent, middle);
+		}
+		for (int h = 0; h < m->nholders; h++)
+		{
+			(*owners)[count] = -1;
+			(*nodes)[count++] = psprintf("%s/%s", m->parent, m->holders[h]);
+		}
+	}
+	return count;
+}
+
+/*
  * Read every node of the cycle once more, after the whole graph: true if
  * they all still exist (see the file header).  False also if the deadline
  * passed.  czxids[k] gets the czxid of path[k]'s waiting node, from the
@@ -702,33 +813,25 @@ static bool
 still_there(Graph *g, const Closing *cl, int *path, int n, bool *real,
 			int64 *czxids)
 {
-	ZkRequest **reqs = palloc0(sizeof(ZkRequest *) * 3 * n);
+	char	  **nodes;
+	int		   *owners;
+	int			nreqs = cycle_nodes(g, cl, path, n, &nodes, &owners);
+	ZkRequest **reqs;
 	volatile bool answered = true;
 
+	reqs = palloc0(sizeof(ZkRequest *) * (nreqs + 1));
 	*real = true;
 	PG_TRY();
 	{
-		for (int k = 0; k < n; k++)
+		for (int r = 0; r < nreqs; r++)
+			reqs[r] = bridge_exists(nodes[r]);
+		for (int r = 0; r < nreqs && answered; r++)
 		{
-			Member	   *m = &g->members[path[k]];
-			const char *middle = middle_on_path(g, cl, path, n, k);
+			int			k = owners[r];
 
-			/* A local member waits for a PostgreSQL lock: read again below. */
-			if (!m->waits)
-				continue;
-			reqs[3 * k] = bridge_exists(psprintf("%s/%s", m->parent, m->node));
-			reqs[3 * k + 1] = bridge_exists(psprintf("%s/%s", m->parent,
-													 blocker_on_path(g, cl, path, n, k)));
-			if (middle != NULL)
-				reqs[3 * k + 2] = bridge_exists(psprintf("%s/%s", m->parent, middle));
-		}
-		for (int r = 0; r < 3 * n && answered; r++)
-		{
-			if (reqs[r] == NULL)
-				continue;
 			answered = await_reply(g->w, reqs[r]);
-			if (answered && reqs[r]->rc == ZOK && r % 3 == 0)
-				czxids[r / 3] = reqs[r]->czxid;
+			if (answered && reqs[r]->rc == ZOK && k >= 0)
+				czxids[k] = reqs[r]->czxid;
 			if (answered && reqs[r]->rc != ZOK)
 			{
 				*real = false;
@@ -739,7 +842,7 @@ still_there(Graph *g, const Closing *cl, int *path, int n, bool *real,
 	}
 	PG_FINALLY();
 	{
-		for (int r = 0; r < 3 * n; r++)
+		for (int r = 0; r < nreqs; r++)
 			if (reqs[r] != NULL)
 			{
 				if (bridge_done(reqs[r]))
@@ -793,28 +896,32 @@ report_deadlock(Graph *g, const Closing *cl, int *path, int n)
 		Member	   *next = &g->members[path[(k + 1) % n]];
 		Member	   *prev = &g->members[path[(k + n - 1) % n]];
 		bool		holding = k > 0 ? m->via_holds : cl->holds;
+		char	   *held = prev->mode == LOCK_MODE_SEMAPHORE ?
+			psprintf("a permit of zklock semaphore \"%s\"", prev->name) :
+			psprintf("zklock lock \"%s\"", prev->name);
+		char	   *wanted = m->mode == LOCK_MODE_SEMAPHORE ?
+			psprintf("a permit of zklock semaphore \"%s\"", m->name) :
+			psprintf("%s zklock lock \"%s\"", lock_mode_names[m->mode], m->name);
 
 		if (k > 0)
 			appendStringInfoChar(&detail, '\n');
 		if (k == 0 && cl->local_pid != 0)
 			appendStringInfo(&detail,
-							 "%c%s holds a PostgreSQL lock that %s waits for, directly or not, and waits for %s zklock lock \"%s\"; blocked by %s.",
+							 "%c%s holds a PostgreSQL lock that %s waits for, directly or not, and waits for %s; blocked by %s.",
 							 pg_toupper((unsigned char) m->who[0]), m->who + 1,
-							 prev->who, lock_mode_names[m->mode], m->name,
-							 next->who);
+							 prev->who, wanted, next->who);
 		else if (!m->waits)
 			appendStringInfo(&detail,
-							 "%c%s %s zklock lock \"%s\" and waits for a PostgreSQL lock; blocked by %s, directly or not.",
+							 "%c%s %s %s and waits for a PostgreSQL lock; blocked by %s, directly or not.",
 							 pg_toupper((unsigned char) m->who[0]), m->who + 1,
 							 holding ? "holds" : "is queued ahead for",
-							 prev->name, next->who);
+							 held, next->who);
 		else
 			appendStringInfo(&detail,
-							 "%c%s %s zklock lock \"%s\" and waits for %s zklock lock \"%s\"; blocked by %s.",
+							 "%c%s %s %s and waits for %s; blocked by %s.",
 							 pg_toupper((unsigned char) m->who[0]), m->who + 1,
 							 holding ? "holds" : "is queued ahead for",
-							 prev->name, lock_mode_names[m->mode], m->name,
-							 next->who);
+							 held, wanted, next->who);
 	}
 	stats_deadlock_checked(true);
 	ereport(ERROR,
@@ -921,6 +1028,8 @@ deadlock_check(DeadlockWait *w)
 		bool		real;
 		bool		known = false;
 
+		if (!leases_on_cycle(&g, path, n))
+			continue;
 		memset(czxids, 0, sizeof(int64) * g.nmembers);
 		if (!still_there(&g, cl, path, n, &real, czxids))
 			break;

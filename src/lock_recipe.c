@@ -709,8 +709,7 @@ lock_recipe_acquire(const LockRequest *req, HeldNode *held)
 	acq.timeout_ms = req->timeout_ms;
 	if (req->timeout_ms > 0)
 		acq.deadline = bridge_now_ms() + req->timeout_ms;
-	/* A semaphore waits for any of several holders: see deadlock.c. */
-	if (req->timeout_ms != 0 && req->mode != LOCK_MODE_SEMAPHORE)
+	if (req->timeout_ms != 0)
 		acq.deadlock_at = bridge_now_ms() + DeadlockTimeout;
 	PG_TRY();
 	{

@@ -6,8 +6,8 @@
 # rolled back.  Session locks, transaction locks, a cycle of three over two
 # nodes, a cycle through a shared holder, members with different
 # deadlock_timeout (the victim must be told to look again), and members
-# that all look at the same moment, a victim that looks once, and a cycle
-# through a row lock on one node.  Also: blocked_by shows whom a waiter waits
+# that all look at the same moment, a victim that looks once, a cycle
+# through a row lock on one node, and one through a semaphore.  Also: blocked_by shows whom a waiter waits
 # for.
 
 use strict;
@@ -232,6 +232,48 @@ for my $round (1 .. 5)
 	is($node_a->safe_psql('postgres', 'SELECT x FROM d8'), '10', 'a committed; b rolled back');
 	$a->{s}->query_safe('SELECT zk_lock_release_all()');
 	finish($a, $b);
+}
+
+# 9. Through a semaphore (issue 26.3): a holds lock d9 and waits for the one
+# permit of semaphore d9s, which b holds; b waits for d9.  A semaphore's
+# waiter waits for any of its holders, so its waits were never looked at,
+# and both waited until lock_timeout.  Every holder of the permits a waits
+# for is blocked by a: one 40P01, the newest waiter's (b).
+{
+	my $a = member($node_a, 200, q{zk_lock_acquire('d9')});
+	my $b = member($node_b, 200, q{zk_semaphore_acquire('d9s', 1)});
+	$_->{s}->query_safe(q{SET lock_timeout = '20s'}) for $a, $b;
+	start_wait($a, q{zk_semaphore_acquire('d9s', 1)});
+	my $t0 = time;
+	start_wait($b, q{zk_lock_acquire('d9')});
+	is(outcome($b), 'deadlock', 'lock and semaphore in opposite orders: b fails with 40P01');
+	my $took = time - $t0;
+	cmp_ok($took, '<', 0.2 + 2, sprintf('within deadlock_timeout + 2 s (%.2f s)', $took));
+	like($b->{error}, qr/waits for a permit of zklock semaphore "d9s"/, 'the DETAIL names the semaphore');
+	is(outcome($a), 'granted', 'a is granted the permit');
+	finish($a, $b);
+}
+
+# 10. No false alarm through a semaphore: two permits, the other one held by
+# c, who waits for nothing and may let go any moment.  a waits for a permit,
+# b (holding one) for a's lock: not a deadlock while c may release.  Once c
+# does, a is granted, and b after a's COMMIT.
+{
+	my $a = member($node_a, 200, q{zk_lock_acquire('d10')});
+	my $b = member($node_b, 200, q{zk_semaphore_acquire('d10s', 2)});
+	my $c = member($node_b, 200, q{zk_semaphore_acquire('d10s', 2)});
+	start_wait($a, q{zk_semaphore_acquire('d10s', 2)});
+	start_wait($b, q{zk_lock_acquire('d10')});
+	sleep_for(1.5);
+	is($node_a->safe_psql('postgres', qq{SELECT wait_event FROM pg_stat_activity WHERE pid = $a->{pid}})
+		  . '/' . $node_b->safe_psql('postgres', qq{SELECT wait_event FROM pg_stat_activity WHERE pid = $b->{pid}}),
+		zklock_wait_event($node_a) . '/' . zklock_wait_event($node_b),
+		'both still wait after 7 deadlock_timeouts: no false alarm');
+	$c->{s}->query_safe('COMMIT');
+	$c->{s}->query_safe(q{SELECT zk_semaphore_release('d10s')});
+	is(outcome($a), 'granted', 'once c lets go, a is granted');
+	is(outcome($b), 'granted', 'and b once a committed');
+	finish($a, $b, $c);
 }
 
 is(scalar @{ $zk->ephemerals(ZK_ROOT . '/%waits') }, 0, 'no published wait is left');
