@@ -24,9 +24,11 @@ matrix=(
 )
 # Majors whose TAP run is only these scripts: on 19, what has code paths of
 # its own there at run time (shared memory, the session worker and its
-# dynamic area, the LWLock tranche, the executor hook) and the crash restart.
+# dynamic area, the LWLock tranche, the executor hook, signal handlers, the
+# lock manager's blocking data, a background worker's restart) and the crash
+# restart.
 declare -A tap_subset=(
-	[19]="test/tap/003_kill9.pl test/tap/007_stats.pl test/tap/039_server_session.pl test/tap/041_revocation.pl"
+	[19]="test/tap/003_kill9.pl test/tap/007_stats.pl test/tap/030_deadlock.pl test/tap/039_server_session.pl test/tap/041_revocation.pl test/tap/050_worker_sigterm.pl"
 )
 # Majors whose TAP run leaves these scripts out: on 18, the long fault and
 # load runs whose code paths (the session worker's and ZooKeeper's) are the
