@@ -25,7 +25,7 @@
  * holder on the way, however long the queues are.  Nodes of clients that
  * publish nothing (Curator, Kazoo, zklock backends that have not waited
  * long) end a path: they cannot cause a false alarm.
-
+ *
  * Verifying.  A cycle found is read once more: every waiting node and every
  * blocking node on it (and the node between them, for a shared wait behind
  * an exclusive one) must still exist, read after the whole graph was read.
@@ -326,6 +326,17 @@ find_member(Graph *g, const char *key)
 	return -1;
 }
 
+/* A new closing through member: a cycle through us ends with it. */
+static Closing *
+add_closing(Graph *g, int member)
+{
+	Closing    *cl = &g->closings[g->nclosings++];
+
+	memset(cl, 0, sizeof(*cl));
+	cl->member = member;
+	return cl;
+}
+
 /* The queue of parent, listed (or asked for) in this look. */
 static Queue *
 queue_of(Graph *g, const char *parent)
@@ -503,10 +514,8 @@ follow_blockers(Graph *g, int i)
 			continue;
 		if (strcmp(key, g->members[0].key) == 0)
 		{
-			Closing    *cl = &g->closings[g->nclosings++];
+			Closing    *cl = add_closing(g, i);
 
-			memset(cl, 0, sizeof(*cl));
-			cl->member = i;
 			cl->blocker = q->names[c];
 			cl->middle = middle;
 			cl->holds = queue_node_holds(q, c);
@@ -581,11 +590,7 @@ follow_local_locks(Graph *g, Member *m)
 
 	if (pid != 0 && pid != MyProcPid && waits_locally_for_us(pid))
 	{
-		Closing    *cl = &g->closings[g->nclosings++];
-
-		memset(cl, 0, sizeof(*cl));
-		cl->member = m - g->members;
-		cl->local_pid = pid;
+		add_closing(g, m - g->members)->local_pid = pid;
 		m->who = psprintf("process %d on this server", (int) pid);
 	}
 }
@@ -779,6 +784,7 @@ cycle_nodes(Graph *g, const Closing *cl, int *path, int n, char ***nodes,
 	for (int k = 0; k < n; k++)
 	{
 		Member	   *m = &g->members[path[k]];
+		const char *blocker = blocker_on_path(g, cl, path, n, k);
 		const char *middle = middle_on_path(g, cl, path, n, k);
 
 		/* A local member waits for a PostgreSQL lock: read again below. */
@@ -787,8 +793,7 @@ cycle_nodes(Graph *g, const Closing *cl, int *path, int n, char ***nodes,
 		(*owners)[count] = k;
 		(*nodes)[count++] = psprintf("%s/%s", m->parent, m->node);
 		(*owners)[count] = -1;
-		(*nodes)[count++] = psprintf("%s/%s", m->parent,
-									 blocker_on_path(g, cl, path, n, k));
+		(*nodes)[count++] = psprintf("%s/%s", m->parent, blocker);
 		if (middle != NULL)
 		{
 			(*owners)[count] = -1;
@@ -796,6 +801,9 @@ cycle_nodes(Graph *g, const Closing *cl, int *path, int n, char ***nodes,
 		}
 		for (int h = 0; h < m->nholders; h++)
 		{
+			/* The blocker is one of them: read once. */
+			if (strcmp(m->holders[h], blocker) == 0)
+				continue;
 			(*owners)[count] = -1;
 			(*nodes)[count++] = psprintf("%s/%s", m->parent, m->holders[h]);
 		}
