@@ -255,7 +255,7 @@ worker_settle_release(Call *call, bool proven, bool wake)
 
 	call->held = InvalidDsaPointer;
 	worker_set_verdict(held, call->slot, call->incarnation, proven, wake);
-	worker_held_unref(held);
+	zk_held_unref(held, false);
 }
 
 /* A cleanup for a backend, counted in its pending deletes, sent. */
@@ -351,7 +351,7 @@ clean_slot(int slot, uint32 keep)
 		{
 			ww->gone = true;
 			if (ww->kind == WATCH_HELD)
-				worker_held_orphaned(ww->held);
+				zk_held_unref(ww->held, true);
 			worker_unwatch(ww);
 		}
 	}

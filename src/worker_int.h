@@ -182,8 +182,6 @@ extern void worker_drain_queue(void);
 extern WorkerWatch *worker_watch_new(int slot, uint32 incarnation,
 									 WatchKind kind, int type,
 									 const char *path, dsa_pointer held);
-extern void worker_held_unref(dsa_pointer dp);
-extern void worker_held_orphaned(dsa_pointer dp);
 extern void worker_watch_free(WorkerWatch *ww);
 extern void worker_unwatch(WorkerWatch *ww);
 extern void worker_watch_armed(int rc, WorkerWatch *ww, Call *call);

@@ -572,7 +572,7 @@ take_oneway(dsa_pointer dp, SharedRequest *sr)
 		/* A release's delete not sent: its session is gone. */
 		if (sr->kind == ZKREQ_DELETE)
 			worker_set_verdict(sr->held, sr->slot, sr->incarnation, false, true);
-		worker_held_unref(sr->held);
+		zk_held_unref(sr->held, false);
 	}
 	if (sr->counted)
 		worker_uncount(sr->slot, sr->incarnation);

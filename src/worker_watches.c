@@ -46,47 +46,11 @@ worker_watch_new(int slot, uint32 incarnation, WatchKind kind, int type,
 	return ww;
 }
 
-/* Drop the worker's reference to a backend's SharedHeld. */
-void
-worker_held_unref(dsa_pointer dp)
-{
-	SharedHeld *sh = dsa_get_address(zk_area, dp);
-	bool		last;
-
-	SpinLockAcquire(&zk_shared->mutex);
-	last = --sh->refs == 0;
-	SpinLockRelease(&zk_shared->mutex);
-	if (last)
-		dsa_free(zk_area, dp);
-}
-
-/*
- * The backend of a SharedHeld went without dropping its reference (it exited
- * holding the lock, or died): drop it for the backend, once.
- */
-void
-worker_held_orphaned(dsa_pointer dp)
-{
-	SharedHeld *sh = dsa_get_address(zk_area, dp);
-	bool		last = false;
-
-	SpinLockAcquire(&zk_shared->mutex);
-	if (!sh->backend_let_go)
-	{
-		sh->backend_let_go = true;
-		sh->released = true;
-		last = --sh->refs == 0;
-	}
-	SpinLockRelease(&zk_shared->mutex);
-	if (last)
-		dsa_free(zk_area, dp);
-}
-
 void
 worker_watch_free(WorkerWatch *ww)
 {
 	if (ww->kind == WATCH_HELD)
-		worker_held_unref(ww->held);
+		zk_held_unref(ww->held, false);
 	dlist_delete(&ww->all);
 	dlist_delete(&ww->of_slot);
 	pfree(ww);

@@ -647,22 +647,6 @@ bridge_last_contact(void)
 
 /* ---- watches on the nodes the backend created ---- */
 
-/* Drop a reference to a SharedHeld; the last one frees it. */
-static void
-held_unref(dsa_pointer dp, SharedHeld *sh, bool release)
-{
-	bool		last;
-
-	SpinLockAcquire(&zk_shared->mutex);
-	if (release)
-		sh->released = true;
-	sh->backend_let_go = true;
-	last = --sh->refs == 0;
-	SpinLockRelease(&zk_shared->mutex);
-	if (last)
-		dsa_free(zk_area, dp);
-}
-
 /*
  * Watch a node the backend just created, without waiting for the reply, so
  * that the watch goes out behind the requests already sent and costs no
@@ -829,7 +813,7 @@ bridge_unwatch_held(HeldWatch *hw)
 {
 	if (hw == NULL)
 		return;
-	held_unref(hw->dp, hw->sh, true);
+	zk_held_unref(hw->dp, true);
 	free(hw);
 }
 

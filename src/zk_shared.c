@@ -122,6 +122,32 @@ zk_shared_attach(void)
 	dsa_pin_mapping(zk_area);
 }
 
+/*
+ * Drop a reference to a SharedHeld; the last one frees it.  The backend's
+ * own reference (backends: true) is dropped once, by the backend when it
+ * lets go of the node, or by the worker for a backend that went without
+ * doing so; the lock is not the backend's any more from then on.
+ */
+void
+zk_held_unref(dsa_pointer dp, bool backends)
+{
+	SharedHeld *sh = dsa_get_address(zk_area, dp);
+	bool		last = false;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	if (!backends)
+		last = --sh->refs == 0;
+	else if (!sh->backend_let_go)
+	{
+		sh->backend_let_go = true;
+		sh->released = true;
+		last = --sh->refs == 0;
+	}
+	SpinLockRelease(&zk_shared->mutex);
+	if (last)
+		dsa_free(zk_area, dp);
+}
+
 /* Set a latch of the worker's or a backend's, if there is one. */
 void
 zk_wake(Latch *latch)

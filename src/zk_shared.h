@@ -140,5 +140,6 @@ extern dsa_area *zk_area;
 extern void zk_shared_init(void);
 extern void zk_shared_attach(void);
 extern void zk_wake(Latch *latch);
+extern void zk_held_unref(dsa_pointer dp, bool backends);
 
 #endif							/* ZKLOCK_ZK_SHARED_H */
