@@ -116,30 +116,33 @@ sub tally
 	return ($bad, $interrupts);
 }
 
-# 1. Releases: the lock is held 15 ms, then released.
+# Run $name's rounds (the lines of one round: $round) on node_a while node_b
+# asks for the release of $lock without pause; returns how many holders
+# were asked, the errors that must not happen and the interrupts.
+sub race
 {
-	my $requester = start_requester('RR');
-	my @lines = map {
-		(q{SELECT zk_lock_acquire('RR');}, q{SELECT pg_sleep(0.015);}, q{SELECT zk_lock_release('RR');})
-	} 1 .. $rounds;
-	my $errors = run_script('releases', @lines);
+	my ($name, $lock, @round) = @_;
+	my $requester = start_requester($lock);
+	my @lines = map { @round } 1 .. $rounds;
+	my $errors = run_script($name, @lines);
 	my $asked = stop_requester($requester);
 	my ($bad, $interrupts) = tally($errors, \@lines);
-	note "releases: $asked holders asked, $interrupts statements interrupted (57Z01)";
+	note "$name: $asked holders asked, $interrupts statements interrupted (57Z01)";
+	return ($asked, $bad, $interrupts);
+}
+
+# 1. Releases: the lock is held 15 ms, then released.
+{
+	my (undef, $bad, $interrupts) = race('releases', 'RR',
+		q{SELECT zk_lock_acquire('RR');}, q{SELECT pg_sleep(0.015);}, q{SELECT zk_lock_release('RR');});
 	cmp_ok($interrupts, '>=', $rounds / 4, "the holder was interrupted often ($interrupts times)");
 	is($bad, 0, "no cancel left over in $rounds acquire/release rounds");
 }
 
 # 2. COMMITs: every COMMIT runs a deferred trigger for 10 ms.
 {
-	my $requester = start_requester('RC');
-	my @lines = map {
-		(q{BEGIN;}, q{SELECT zk_lock_xact_acquire('RC');}, q{INSERT INTO work VALUES (1);}, q{COMMIT;})
-	} 1 .. $rounds;
-	my $errors = run_script('commits', @lines);
-	my $asked = stop_requester($requester);
-	my ($bad, $interrupts) = tally($errors, \@lines);
-	note "commits: $asked holders asked, $interrupts statements interrupted (57Z01)";
+	my ($asked, $bad) = race('commits', 'RC',
+		q{BEGIN;}, q{SELECT zk_lock_xact_acquire('RC');}, q{INSERT INTO work VALUES (1);}, q{COMMIT;});
 	cmp_ok($asked, '>=', $rounds / 4, "the other node asked the holder to let go often ($asked times)");
 	is($bad, 0, "no COMMIT failed and no cancel was left over in $rounds rounds");
 	cmp_ok($node_a->safe_psql('postgres', 'SELECT count(*) FROM work'), '>', $rounds / 2,
