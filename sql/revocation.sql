@@ -126,3 +126,24 @@ SELECT zk_lock_release_requested('');
 
 SELECT dblink_disconnect('other');
 DROP FUNCTION wait_until(text);
+
+-- The statement hooks leave the error context stack as they found it: a
+-- NOTICE or an error raised after the executor ran (AFTER triggers fire in
+-- ExecutorFinish) once called a callback from a frame that had returned.
+CREATE TABLE after_trigger_target (id int);
+CREATE FUNCTION after_trigger_raises() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE NOTICE 'after trigger of % (%)', TG_OP, TG_LEVEL;
+  IF TG_LEVEL = 'STATEMENT' THEN
+    RAISE EXCEPTION 'after trigger refuses' USING ERRCODE = 'triggered_action_exception';
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER after_row AFTER INSERT ON after_trigger_target
+  FOR EACH ROW EXECUTE FUNCTION after_trigger_raises();
+CREATE TRIGGER after_statement AFTER INSERT ON after_trigger_target
+  FOR EACH STATEMENT EXECUTE FUNCTION after_trigger_raises();
+INSERT INTO after_trigger_target VALUES (1);
+SELECT sqlstate_of('INSERT INTO after_trigger_target VALUES (2)');
+DROP TABLE after_trigger_target;
+DROP FUNCTION after_trigger_raises();

@@ -206,7 +206,9 @@ cancel_to_request(void *arg)
 
 /*
  * A statement executes from here to executing_end, with callback (put on
- * the stack here) turning a cancel of ours into 57Z01.
+ * the stack here) turning a cancel of ours into 57Z01.  Called first thing
+ * inside the PG_TRY whose PG_FINALLY calls executing_end: PG_END_TRY puts
+ * back the error context stack PG_TRY found, which must not be ours.
  */
 static void
 executing_begin(ErrorContextCallback *callback)
@@ -263,9 +265,9 @@ revocation_executor_run(ZKLOCK_EXECUTOR_RUN_PARAMS)
 {
 	ErrorContextCallback callback;
 
-	executing_begin(&callback);
 	PG_TRY();
 	{
+		executing_begin(&callback);
 		if (prev_executor_run)
 			prev_executor_run(ZKLOCK_EXECUTOR_RUN_ARGS);
 		else
@@ -289,10 +291,7 @@ revocation_process_utility(ZKLOCK_PROCESS_UTILITY_PARAMS)
 	bool		interruptible = !IsA(pstmt->utilityStmt, TransactionStmt);
 
 	if (interruptible)
-	{
 		check_at_statement_start();
-		executing_begin(&callback);
-	}
 	else
 	{
 		TransactionStmtKind kind = ((TransactionStmt *) pstmt->utilityStmt)->kind;
@@ -303,6 +302,8 @@ revocation_process_utility(ZKLOCK_PROCESS_UTILITY_PARAMS)
 	}
 	PG_TRY();
 	{
+		if (interruptible)
+			executing_begin(&callback);
 		if (prev_process_utility)
 			prev_process_utility(ZKLOCK_PROCESS_UTILITY_ARGS);
 		else
