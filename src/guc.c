@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <zookeeper/zookeeper.h>
 
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "guc.h"
@@ -30,6 +31,8 @@ int			zklock_on_lost_lock = ON_LOST_LOCK_ERROR;
 int			zklock_exclusive_naming = EXCLUSIVE_NAMING_MUTEX;
 int			zklock_log_level = ZOO_LOG_LEVEL_WARN;
 bool		zklock_revocable = false;
+char	   *zklock_fence_token = NULL;
+int			zklock_max_tracked_locks = 1000;
 
 static const struct config_enum_entry on_lost_lock_options[] = {
 	{"error", ON_LOST_LOCK_ERROR, false},
@@ -177,6 +180,25 @@ check_absolute_paths(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+/* zklock.fence_token: empty, or a bigint. */
+static bool
+check_fence_token(char **newval, void **extra, GucSource source)
+{
+	const char *s = *newval;
+	char	   *end;
+
+	if (s == NULL || *s == '\0')
+		return true;
+	errno = 0;
+	(void) strtoll(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0')
+	{
+		GUC_check_errdetail("zklock.fence_token must be empty or a bigint.");
+		return false;
+	}
+	return true;
+}
+
 void
 zklock_define_gucs(void)
 {
@@ -277,5 +299,30 @@ zklock_define_gucs(void)
 							 0,
 							 NULL, assign_log_level, NULL);
 
+	/* Read by zk_lock_fence_trigger, as a placeholder where not loaded. */
+	DefineCustomStringVariable("zklock.fence_token",
+							   "Fencing token of the writing transaction, for zk_lock_fence_trigger.",
+							   "Empty: none; a row's token column, where the trigger names one, comes first.",
+							   &zklock_fence_token,
+							   "",
+							   PGC_USERSET,
+							   0,
+							   check_fence_token, NULL, NULL);
+
+	/*
+	 * Only when preloaded: a PGC_POSTMASTER setting cannot be defined later.
+	 * Before the prefix is reserved, which would remove its value.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("zklock.max_tracked_locks",
+								"Lock names whose statistics are kept in zk_lock_stats.",
+								"The least used name is evicted to make room.",
+								&zklock_max_tracked_locks,
+								1000, 10, 1000000,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
+
+	/* After every zklock.* setting: the rest of the prefix is refused. */
 	MarkGUCPrefixReserved("zklock");
 }

@@ -15,6 +15,8 @@ extern int	zklock_on_lost_lock;
 extern int	zklock_exclusive_naming;
 extern int	zklock_log_level;
 extern bool zklock_revocable;
+extern char *zklock_fence_token;
+extern int	zklock_max_tracked_locks;
 
 /* zklock.on_lost_lock */
 typedef enum OnLostLock

@@ -34,6 +34,7 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "guc.h"
 #include "lock_name.h"
 #include "stats.h"
 #include "zk_bridge.h"
@@ -43,7 +44,6 @@ PG_FUNCTION_INFO_V1(zk_lock_stats);
 PG_FUNCTION_INFO_V1(zk_lock_stats_reset);
 PG_FUNCTION_INFO_V1(zk_session_stats);
 
-int			zklock_max_tracked_locks = 1000;
 
 typedef enum SessionCounter
 {
@@ -150,15 +150,6 @@ stats_backend_exit(void)
 void
 stats_init(void)
 {
-	DefineCustomIntVariable("zklock.max_tracked_locks",
-							"Lock names whose statistics are kept in zk_lock_stats.",
-							"The least used name is evicted to make room.",
-							&zklock_max_tracked_locks,
-							1000, 10, 1000000,
-							PGC_POSTMASTER,
-							0,
-							NULL, NULL, NULL);
-
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = stats_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;

@@ -13,7 +13,6 @@ typedef enum StatsOutcome
 	STATS_CANCELLED
 } StatsOutcome;
 
-extern int	zklock_max_tracked_locks;
 
 extern void stats_init(void);
 extern void stats_wait_begin(const char *name);

@@ -128,6 +128,17 @@ for v in $majors; do
 		fi
 		echo "   $f"
 	done
+	# The README's Debian 12 instructions name this package and its scripts.
+	if [ "$v" = 15 ]; then
+		grep -qF "${pkg}_${version}_${arch}.deb" "$tree/README.md" ||
+			{ echo "README.md does not name ${pkg}_${version}_${arch}.deb" >&2; exit 1; }
+		for sql in "$tree"/sql/zklock--*--*.sql; do
+			step=$(basename "$sql" .sql)
+			step=${step#zklock--}
+			grep -qF "${step%--*}→${step#*--}" "$tree/README.md" ||
+				{ echo "README.md does not list the update ${step%--*}→${step#*--} of $pkg" >&2; exit 1; }
+		done
+	fi
 	# The installed scripts and control file are this tree's.
 	for f in "$tree"/zklock.control "$tree"/sql/zklock--*.sql; do
 		cmp -s "$f" "$extdir/$(basename "$f")" ||

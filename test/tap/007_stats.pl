@@ -153,5 +153,24 @@ $node_b->safe_psql('postgres',
 unlike(slurp_file($node_b->logfile, $log_offset), qr/ZOO_(INFO|DEBUG)\@/,
 	'with the default (warn) they do not');
 
+# zklock.max_tracked_locks is set like any setting of a preloaded library
+# (it was once dropped as "invalid configuration parameter name": the
+# prefix was reserved before it was defined).
+$log_offset = -s $node_b->logfile;
+$node_b->safe_psql('postgres', 'ALTER SYSTEM SET zklock.max_tracked_locks = 10');
+$node_b->restart;
+is($node_b->safe_psql('postgres', q{
+SELECT setting || ' ' || source FROM pg_settings WHERE name = 'zklock.max_tracked_locks'}),
+	'10 configuration file', 'zklock.max_tracked_locks set in the configuration is in force');
+unlike(slurp_file($node_b->logfile, $log_offset), qr/invalid configuration parameter name/,
+	'and the server does not call it invalid');
+$node_b->safe_psql('postgres', q{
+SELECT zk_lock_stats_reset();
+SELECT count(*) FROM generate_series(1, 15) AS i
+ WHERE zk_lock_try_acquire('tracked-' || i) AND zk_lock_release('tracked-' || i)});
+is($node_b->safe_psql('postgres', q{SELECT count(*) FROM zk_lock_stats WHERE name LIKE 'tracked-%'}),
+	'10', 'and zk_lock_stats keeps that many names');
+$node_b->safe_psql('postgres', 'ALTER SYSTEM RESET zklock.max_tracked_locks');
+
 finish_checks($zk, [ $node_a, $node_b ]);
 done_testing();
