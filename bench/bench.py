@@ -69,7 +69,8 @@ if QUICK:
         first_use_rounds=3, first_use_later=10, deadlock_rounds=3,
         view_sizes=(1000,), view_reads=3,
         backends=200, throughput_clients=(64,), throughput_seconds=2.0,
-        kill9_rounds=1, revoke_rounds=1, revoke_requests=20)
+        kill9_rounds=1, revoke_rounds=1, revoke_requests=20,
+        fence_rounds=1, fence_transactions=300)
 else:
     CONF = dict(
         cycle_rounds=5, cycle_seconds=0.8,
@@ -84,7 +85,8 @@ else:
         first_use_rounds=5, first_use_later=20, deadlock_rounds=7,
         view_sizes=(1000, 10000), view_reads=5,
         backends=1000, throughput_clients=(64, 512), throughput_seconds=5.0,
-        kill9_rounds=3, revoke_rounds=3, revoke_requests=50)
+        kill9_rounds=3, revoke_rounds=3, revoke_requests=50,
+        fence_rounds=3, fence_transactions=2000)
 
 
 def log(msg):
@@ -350,9 +352,10 @@ class Node:
     def session(self, app='bench'):
         return Session(self, app)
 
-    def pgbench(self, script, transactions):
-        """Transactions per second of one client running script."""
-        out = run([PGBIN / 'pgbench', '-n', '-f', script, '-t', transactions, '-c', 1,
+    def pgbench(self, script, transactions, clients=1):
+        """Transactions per second of clients each running script."""
+        out = run([PGBIN / 'pgbench', '-n', '-f', script, '-t', transactions,
+                   '-c', clients, '-j', min(clients, 2),
                    '-h', '127.0.0.1', '-p', self.port, '-U', 'postgres', 'postgres'])
         return float(re.search(r'tps = ([\d.]+) \(without initial connection time\)',
                                out).group(1))
@@ -797,6 +800,35 @@ def bench_first_use(t):
     return out
 
 
+# ---- fences ----
+
+FENCE_WRITERS = (1, 16)
+
+
+def bench_fence(t):
+    """What zk_lock_fence adds to an INSERT + COMMIT, one writer and 16
+    writers of one resource (no ZooKeeper involved: it is the same in both
+    columns, measured again)."""
+    node = t.nodes[0]
+    node.sql('DROP TABLE IF EXISTS bench_fenced; DROP SEQUENCE IF EXISTS bench_fence_tokens; '
+             'CREATE TABLE bench_fenced (id bigserial, v int); '
+             'CREATE SEQUENCE bench_fence_tokens; '
+             "DELETE FROM zk_lock_fences WHERE resource LIKE 'bench-fence-%'")
+    variants = ['%s_%d' % (kind, c) for c in FENCE_WRITERS for kind in ('none', 'equal', 'rising')]
+    log('  fences: %s transactions per variant, %d rounds'
+        % (CONF['fence_transactions'], CONF['fence_rounds']))
+
+    def measure(v, r):
+        kind, c = v.rsplit('_', 1)
+        c = int(c)
+        return node.pgbench(BENCH / 'pgbench' / ('fence_%s.sql' % kind),
+                            max(1, CONF['fence_transactions'] // c), c)
+
+    res = t.rounds(CONF['fence_rounds'], variants, measure)
+    node.sql('DROP TABLE bench_fenced; DROP SEQUENCE bench_fence_tokens')
+    return {'fence_' + v: median(xs) for v, xs in res.items()}
+
+
 # ---- 6. release requests ----
 
 def bench_revoke(t):
@@ -1140,6 +1172,16 @@ def table_rows(res):
         row('        time ratio zklock / bare', lambda r, n=n: fmt(
             r['tp_bare_%d' % n] / r['tp_zklock_%d' % n], '.2f') + 'x')
 
+    rows.append(('fencing at the resource: INSERT + COMMIT in node_a\'s database (no ZooKeeper)', None))
+    for c in FENCE_WRITERS:
+        who = '1 writer' if c == 1 else '%d writers of one resource' % c
+        row('  %s: tx/s without / equal token / rising token' % who,
+            lambda r, c=c: '%s / %s / %s' % tuple(fmt(r['fence_%s_%d' % (k, c)], '.0f')
+                                                  for k in ('none', 'equal', 'rising')))
+        row('    time ratio fenced / unfenced, equal / rising', lambda r, c=c: '%s / %s' % (
+            fmt(r['fence_none_%d' % c] / r['fence_equal_%d' % c], '.2f') + 'x',
+            fmt(r['fence_none_%d' % c] / r['fence_rising_%d' % c], '.2f') + 'x'))
+
     rows.append(('kill -9 of a holder on node_a (the server restarts)', None))
     row('  until the waiter on node_b is granted (s, median)', lambda r: fmt(r['kill9_s'], '.2f'))
     return cols, rows
@@ -1333,6 +1375,7 @@ def main():
             r.update(bench_sessions(t))
             r.update(bench_throughput(t))
             r.update(bench_kill9(t))
+            r.update(bench_fence(t))
             # Last: it leaves thousands of lock parents behind.
             r.update(bench_many(t))
             failures += t.failures

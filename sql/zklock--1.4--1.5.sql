@@ -32,12 +32,13 @@ COMMENT ON VIEW zk_lock_fences IS
 GRANT SELECT ON zk_lock_fences TO PUBLIC;
 
 -- The row of the resource, locked until the end of the transaction, orders
--- its writers: a fence that comes while another transaction's fence of the
--- same resource is open waits for it and compares with what it recorded
--- (READ COMMITTED), or fails with 40001 if that committed after this
--- transaction's snapshot (REPEATABLE READ, SERIALIZABLE).  An equal token
--- only locks the row.  SECURITY DEFINER: callers may fence, not write the
--- table.
+-- its writers.  A higher token updates it: a fence that comes while that
+-- transaction is open waits for it, and compares with what it recorded
+-- (READ COMMITTED) or fails with 40001 (REPEATABLE READ, SERIALIZABLE).  An
+-- equal token, the same holder's next transaction or another connection of
+-- it, only share-locks the row: such writers go side by side, and a higher
+-- token waits for all of them.  SECURITY DEFINER: callers may fence, not
+-- write the table.
 CREATE FUNCTION zk_lock_fence(resource text, token bigint)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -55,11 +56,11 @@ BEGIN
             USING ERRCODE = 'null_value_not_allowed',
                   HINT = 'zk_lock_token() is NULL when this session does not hold the lock; a NULL token never passes a fence.';
     END IF;
+    -- Each turn either returns, raises, or saw the highest token rise.
     LOOP
         SELECT f.token INTO highest
           FROM @extschema@.zk_lock_fence_tokens f
-         WHERE f.resource = zk_lock_fence.resource
-           FOR UPDATE;
+         WHERE f.resource = zk_lock_fence.resource;
         IF NOT FOUND THEN
             INSERT INTO @extschema@.zk_lock_fence_tokens AS f (resource, token)
             VALUES (zk_lock_fence.resource, zk_lock_fence.token)
@@ -67,7 +68,7 @@ BEGIN
             IF FOUND THEN
                 RETURN token;
             END IF;
-            -- Another transaction recorded the resource first: compare with it.
+            -- Another transaction recorded the resource first.
             CONTINUE;
         END IF;
         IF token < highest THEN
@@ -75,13 +76,25 @@ BEGIN
                     token, resource, highest
                 USING ERRCODE = 'serialization_failure',
                       HINT = 'The lock that issued this token was lost, and a later holder has written to the resource since.  Roll back; a retry with the same token fails again.';
-        END IF;
-        IF token > highest THEN
+        ELSIF token > highest THEN
+            -- After a concurrent raise, the condition is checked again on
+            -- what it committed.
             UPDATE @extschema@.zk_lock_fence_tokens f
                SET token = zk_lock_fence.token, recorded_at = now()
-             WHERE f.resource = zk_lock_fence.resource;
+             WHERE f.resource = zk_lock_fence.resource
+               AND f.token < zk_lock_fence.token;
+            IF FOUND THEN
+                RETURN token;
+            END IF;
+        ELSE
+            SELECT f.token INTO highest
+              FROM @extschema@.zk_lock_fence_tokens f
+             WHERE f.resource = zk_lock_fence.resource
+               FOR SHARE;
+            IF highest = token THEN
+                RETURN token;
+            END IF;
         END IF;
-        RETURN token;
     END LOOP;
 END
 $$;

@@ -99,6 +99,25 @@ $new->query_safe(q{SELECT zk_lock_fence('c2', 700)});
 like($old->query_safe(q{SELECT sqlstate_of($$SELECT zk_lock_fence('c2', 650)$$); ROLLBACK}),
 	qr/^40001: /m, 'REPEATABLE READ: a stale fence fails with 40001 too');
 
+# One holder's connections, with the same token, write side by side; a higher
+# token waits for all of them.
+$central->safe_psql('postgres', q{SELECT zk_lock_fence('c5', 70)});
+$old->query_safe(q{BEGIN; SELECT zk_lock_fence('c5', 70)});
+is($central->safe_psql('postgres', q{SET lock_timeout = '2s'; BEGIN;
+SELECT zk_lock_fence('c5', 70); COMMIT}), '70',
+	'an equal token does not wait for another open fence of it');
+$newer = in_background($new, q{SELECT zk_lock_fence('c5', 71)});
+ok(waits_for_row('new_writer'), 'a higher token waits for the open equal one');
+$old->query_safe('COMMIT');
+like($newer->(), qr/^71$/m, 'and passes once it commits');
+$old->query_safe(q{BEGIN; SELECT zk_lock_fence('c5', 72)});
+$stale = in_background($new, q{SELECT sqlstate_of($$SELECT zk_lock_fence('c5', 71)$$)});
+ok(waits_for_row('new_writer'),
+	'the highest token so far waits for an open fence that raises it');
+$old->query_safe('COMMIT');
+like($stale->(), qr/^40001: fencing token 71 of resource "c5" is below the highest seen, 72$/m,
+	'and is refused once that commits');
+
 # The first fence of a resource: two transactions insert its row at once.
 $new->query_safe(q{BEGIN; SELECT zk_lock_fence('c3', 20)});
 $stale = in_background($old,
