@@ -3,7 +3,8 @@
 # the data itself.  A central database on a server with no ZooKeeper and no
 # zklock preloaded keeps the fences; writers of one resource are ordered by
 # its row there, under READ COMMITTED and REPEATABLE READ; concurrent writers
-# with random tokens never commit a lower token after a higher one; a node
+# with random tokens never commit a lower token after a higher one; pg_dump
+# keeps the fences; a node
 # whose lock was taken away writes through dblink and postgres_fdw, and is
 # refused after the next holder wrote.
 
@@ -118,6 +119,13 @@ $old->query_safe('COMMIT');
 like($stale->(), qr/^40001: fencing token 71 of resource "c5" is below the highest seen, 72$/m,
 	'and is refused once that commits');
 
+# SERIALIZABLE, as REPEATABLE READ.
+$old->query_safe(q{BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT 1});
+$new->query_safe(q{SELECT zk_lock_fence('c5', 73)});
+like($old->query_safe(q{SELECT sqlstate_of($$SELECT zk_lock_fence('c5', 74)$$); ROLLBACK}),
+	qr/^40001: could not serialize access due to concurrent update$/m,
+	'SERIALIZABLE: a fence raised after the snapshot fails with 40001');
+
 # The first fence of a resource: two transactions insert its row at once.
 $new->query_safe(q{BEGIN; SELECT zk_lock_fence('c3', 20)});
 $stale = in_background($old,
@@ -171,6 +179,20 @@ SELECT count(*) FROM (SELECT token < lag(token) OVER (ORDER BY n) AS down FROM w
 is($central->safe_psql('postgres', q{
 SELECT (SELECT max(token) FROM written) = (SELECT token FROM zk_lock_fences WHERE resource = 'stress')}),
 	't', 'the fence is the highest committed token');
+
+# pg_dump keeps the fences: restored into another database, every resource
+# keeps its highest token.
+my $dump = "$PostgreSQL::Test::Utils::tmp_check/central.dump";
+$central->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', $central->connstr('postgres') ],
+	'pg_dump of the central database');
+$central->safe_psql('postgres', 'CREATE DATABASE restored');
+$central->command_ok([ 'pg_restore', '-d', $central->connstr('restored'), $dump ],
+	'restored into another database');
+my $fences = q{SELECT string_agg(resource || '=' || token, ',' ORDER BY resource) FROM zk_lock_fences};
+is($central->safe_psql('restored', $fences), $central->safe_psql('postgres', $fences),
+	'with every fence');
+like($central->safe_psql('restored', q{SELECT sqlstate_of($$SELECT zk_lock_fence('stress', 1)$$)}),
+	qr/^40001: /, 'which refuses a stale token there too');
 
 # ---- A node's writers: dblink and postgres_fdw ----
 
