@@ -741,18 +741,19 @@ def packets_received(zk):
     return total
 
 
-def long_queue(t, nwait):
-    """nwait backends of one server queued on one lock at the default
-    deadlock_timeout (1 s): ZooKeeper's packets per waiter per second while
-    they wait (their deadlock looks), and the seconds from the release to
-    the last grant."""
-    run_id = 'queue-%d-%d' % (t.zk.servers, nwait)
+def long_queue(t, nwait, deadlock_timeout='1s', seconds=None):
+    """nwait backends of one server queued on one lock at deadlock_timeout
+    (1 s: the default): ZooKeeper's packets per waiter per second while
+    they wait (their deadlock looks), the seconds from the release to the
+    last grant, and how many were granted in queue order."""
+    run_id = 'queue-%d-%d-%s' % (t.zk.servers, nwait, deadlock_timeout)
     lock = run_id
     parent = '%s/%s' % (ZK_ROOT, lock)
     node = t.nodes[0]
     holder = node.session('bench_holder')
     holder.query('SELECT zk_lock_acquire(%s)' % quote(lock))
-    procs = [node.spawn('SELECT bench_wait(%s, %s)' % (quote(run_id), quote(lock)),
+    procs = [node.spawn("SET deadlock_timeout = '%s'; SELECT bench_wait(%s, %s)"
+                        % (deadlock_timeout, quote(run_id), quote(lock)),
                         'bench_queued') for _ in range(nwait)]
     deadline = time.time() + 60 + nwait / 10
     while len(t.zkbare.queue(t.zk, parent)) < nwait + 1:
@@ -760,7 +761,7 @@ def long_queue(t, nwait):
             raise RuntimeError('waiters did not queue up')
         time.sleep(0.25)
     p0, t0 = packets_received(t.zk), time.time()
-    time.sleep(CONF['queue_seconds'])
+    time.sleep(seconds or CONF['queue_seconds'])
     rate = (packets_received(t.zk) - p0) / (time.time() - t0) / nwait
     released = float(holder.query('SELECT zk_lock_release(%s), extract(epoch FROM clock_timestamp())'
                                   % quote(lock))[0][-1])
@@ -771,14 +772,25 @@ def long_queue(t, nwait):
     granted = int(node.value('SELECT count(*) FROM bench_queue WHERE run = %s' % quote(run_id)))
     if granted != nwait:
         raise RuntimeError('%d of %d waiters were granted' % (granted, nwait))
-    return rate, last - released
+    # A node's token (czxid) is its place in the queue.
+    in_order = int(node.value(
+        'SELECT count(*) FILTER (WHERE by_grant = by_token) FROM '
+        '(SELECT row_number() OVER (ORDER BY granted) AS by_grant, '
+        '        row_number() OVER (ORDER BY token) AS by_token '
+        '   FROM bench_queue WHERE run = %s) q' % quote(run_id)))
+    return rate, last - released, in_order
 
 
 def bench_long_queue(t):
+    """Each size at the default deadlock_timeout, then with the detector
+    out of the way (60 s): the recipe's own drain, on this machine."""
     out = {}
     for n in CONF['queue_sizes']:
-        log('  a queue of %d at the default deadlock_timeout' % n)
-        out['queue_rate_%d' % n], out['queue_drain_%d' % n] = long_queue(t, n)
+        log('  a queue of %d at the default deadlock_timeout, then at 60 s' % n)
+        (out['queue_rate_%d' % n], out['queue_drain_%d' % n],
+         out['queue_order_%d' % n]) = long_queue(t, n)
+        (out['queue_rate60_%d' % n], out['queue_drain60_%d' % n],
+         _) = long_queue(t, n, '60s', 2.0)
     return out
 
 
@@ -1126,6 +1138,10 @@ def table_rows(res):
         row('  %s waiters: packets to ZooKeeper per waiter per second while they wait'
             % format(n, ','), lambda r, n=n: fmt(r['queue_rate_%d' % n], '.2f'))
         row('    drain: release to last grant (s)', lambda r, n=n: fmt(r['queue_drain_%d' % n], '.2f'))
+        row('    granted in queue order', lambda r, n=n: '%d/%d' % (r['queue_order_%d' % n], n))
+        row('    at deadlock_timeout 60 s (no look): packets per waiter per s / drain (s)',
+            lambda r, n=n: '%s / %s' % (fmt(r['queue_rate60_%d' % n], '.2f'),
+                                        fmt(r['queue_drain60_%d' % n], '.2f')))
 
     rows.append(('deadlock detection: two backends on two nodes, opposite order', None))
     row('  40P01 after the cycle closed, deadlock_timeout %d ms (median)' % DEADLOCK_TIMEOUT_MS,
