@@ -22,6 +22,11 @@ CREATE EXTENSION zklock VERSION '1.0';
 SELECT extversion FROM pg_extension WHERE extname = 'zklock';
 ALTER EXTENSION zklock UPDATE TO '1.1';
 SELECT extversion FROM pg_extension WHERE extname = 'zklock';
+-- A library newer than the installed version's SQL answers in its shape.
+ALTER EXTENSION zklock UPDATE TO '1.4';
+SELECT sqlstate_of('SELECT * FROM zk_session_stats');
+SELECT count(*) AS columns_1_4 FROM pg_attribute
+ WHERE attrelid = 'zk_session_stats'::regclass AND attnum > 0;
 ALTER EXTENSION zklock UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'zklock';
 CREATE TABLE updated AS SELECT * FROM zklock_objects();

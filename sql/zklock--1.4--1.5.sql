@@ -165,3 +165,39 @@ $$;
 
 COMMENT ON FUNCTION zk_lock_fence_trigger() IS
 'BEFORE trigger that fences each write of a table: arguments resource [, token column]; the token is the column''s value or zklock.fence_token';
+
+-- zk_session_stats gains the deadlock detector's work and the live records
+-- of the shared area; a function's result type cannot change in place, so
+-- it is made again, with its view and grant.
+DROP VIEW zk_session_stats;
+DROP FUNCTION zk_session_stats();
+
+CREATE FUNCTION zk_session_stats(
+    OUT sessions_opened bigint,
+    OUT sessions_lost bigint,
+    OUT reconnects bigint,
+    OUT creates bigint,
+    OUT deletes bigint,
+    OUT children_lists bigint,
+    OUT gets bigint,
+    OUT watches bigint,
+    OUT watch_removals bigint,
+    OUT syncs bigint,
+    OUT sets bigint,
+    OUT deadlock_checks bigint,
+    OUT deadlocks bigint,
+    OUT deadlock_members bigint,
+    OUT deadlock_cycles bigint,
+    OUT deadlock_victims bigint,
+    OUT shared_records bigint,
+    OUT stats_reset timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'zk_session_stats_1_5'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE VIEW zk_session_stats AS SELECT * FROM zk_session_stats();
+
+COMMENT ON VIEW zk_session_stats IS
+'this server''s ZooKeeper sessions (one at a time, held by the session worker), the requests of all its backends, its deadlock checks, and the records of its shared area';
+
+GRANT SELECT ON zk_session_stats TO PUBLIC;

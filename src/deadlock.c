@@ -931,7 +931,7 @@ report_deadlock(Graph *g, const Closing *cl, int *path, int n)
 							 holding ? "holds" : "is queued ahead for",
 							 held, wanted, next->who);
 	}
-	stats_deadlock_checked(true);
+	stats_deadlock_checked(g->nmembers, 1, 1, true);
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
 			 errmsg("deadlock detected"),
@@ -957,6 +957,7 @@ deadlock_check(DeadlockWait *w)
 	int64	   *czxids;
 	int		   *victims;
 	int			nvictims = 0;
+	int			ncycles = 0;
 
 	/*
 	 * Look again later while the wait lasts, after deadlock_timeout, twice
@@ -1043,6 +1044,7 @@ deadlock_check(DeadlockWait *w)
 			break;
 		if (!real)
 			continue;
+		ncycles++;
 		for (int k = 1; k < n; k++)
 			if (czxids[k] > czxids[victim])
 				victim = k;
@@ -1055,7 +1057,7 @@ deadlock_check(DeadlockWait *w)
 	}
 	for (int v = 0; v < nvictims; v++)
 		poke(w, &g.members[victims[v]]);
-	stats_deadlock_checked(false);
+	stats_deadlock_checked(g.nmembers, ncycles, nvictims, false);
 }
 
 /* The wait is over: delete what was published.  Never raises. */

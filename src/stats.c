@@ -43,6 +43,7 @@
 PG_FUNCTION_INFO_V1(zk_lock_stats);
 PG_FUNCTION_INFO_V1(zk_lock_stats_reset);
 PG_FUNCTION_INFO_V1(zk_session_stats);
+PG_FUNCTION_INFO_V1(zk_session_stats_1_5);
 
 
 typedef enum SessionCounter
@@ -51,6 +52,9 @@ typedef enum SessionCounter
 	SESSIONS_LOST,
 	DEADLOCK_CHECKS,
 	DEADLOCKS,
+	DEADLOCK_MEMBERS,
+	DEADLOCK_CYCLES,
+	DEADLOCK_VICTIMS,
 	NSESSION_COUNTERS
 } SessionCounter;
 
@@ -314,13 +318,21 @@ stats_count_reconnect(void)
 	count_worker(BRIDGE_RECONNECTS);
 }
 
-/* A deadlock check ran; victim: it ended this backend's wait with 40P01. */
+/*
+ * A deadlock check ran over a graph of members waits, found cycles and
+ * chose victims for them; victim: it ended this backend's wait with 40P01.
+ */
 void
-stats_deadlock_checked(bool victim)
+stats_deadlock_checked(int members, int cycles, int victims, bool victim)
 {
+	if (shared == NULL)
+		return;
 	count_session(DEADLOCK_CHECKS);
 	if (victim)
 		count_session(DEADLOCKS);
+	pg_atomic_fetch_add_u64(&shared->counters[DEADLOCK_MEMBERS], members);
+	pg_atomic_fetch_add_u64(&shared->counters[DEADLOCK_CYCLES], cycles);
+	pg_atomic_fetch_add_u64(&shared->counters[DEADLOCK_VICTIMS], victims);
 }
 
 /* Add what the bridge counted since the last time. */
@@ -410,27 +422,55 @@ zk_lock_stats_reset(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-Datum
-zk_session_stats(PG_FUNCTION_ARGS)
+/*
+ * The counters in the order of zk_session_stats' columns; then, from 1.5,
+ * the live records of the shared area (not reset); then stats_reset.
+ */
+static const int session_columns[] = {
+	SESSIONS_OPENED, SESSIONS_LOST, BRIDGE_RECONNECTS, BRIDGE_CREATES,
+	BRIDGE_DELETES, BRIDGE_CHILDREN_LISTS, BRIDGE_GETS, BRIDGE_WATCHES,
+	BRIDGE_WATCH_REMOVALS, BRIDGE_SYNCS, BRIDGE_SETS, DEADLOCK_CHECKS,
+	DEADLOCKS,
+	/* 1.5 */
+	DEADLOCK_MEMBERS, DEADLOCK_CYCLES, DEADLOCK_VICTIMS,
+};
+
+#define SESSION_COLUMNS_1_4 13
+
+static Datum
+session_stats(FunctionCallInfo fcinfo, int ncounters, bool records)
 {
-	static const int order[] = {
-		SESSIONS_OPENED, SESSIONS_LOST, BRIDGE_RECONNECTS, BRIDGE_CREATES,
-		BRIDGE_DELETES, BRIDGE_CHILDREN_LISTS, BRIDGE_GETS, BRIDGE_WATCHES,
-		BRIDGE_WATCH_REMOVALS, BRIDGE_SYNCS, BRIDGE_SETS, DEADLOCK_CHECKS,
-		DEADLOCKS,
-	};
 	TupleDesc	desc;
-	Datum		values[lengthof(order) + 1];
-	bool		nulls[lengthof(order) + 1] = {0};
+	Datum		values[lengthof(session_columns) + 2];
+	bool		nulls[lengthof(session_columns) + 2] = {0};
+	int			n = 0;
 
 	require_shared();
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	stats_flush();
-	for (int i = 0; i < (int) lengthof(order); i++)
-		values[i] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->counters[order[i]]));
+	for (; n < ncounters; n++)
+		values[n] = Int64GetDatum((int64) pg_atomic_read_u64(&shared->counters[session_columns[n]]));
+	if (records)
+		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_shared->live_records));
 	LWLockAcquire(shared->lock, LW_SHARED);
-	values[lengthof(order)] = TimestampTzGetDatum(shared->reset_at);
+	values[n++] = TimestampTzGetDatum(shared->reset_at);
 	LWLockRelease(shared->lock);
+	if (n != desc->natts)
+		elog(ERROR, "zk_session_stats is declared with %d columns, not %d: run ALTER EXTENSION zklock UPDATE",
+			 desc->natts, n);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+}
+
+/* As the 1.4 SQL declares it, until ALTER EXTENSION zklock UPDATE. */
+Datum
+zk_session_stats(PG_FUNCTION_ARGS)
+{
+	return session_stats(fcinfo, SESSION_COLUMNS_1_4, false);
+}
+
+Datum
+zk_session_stats_1_5(PG_FUNCTION_ARGS)
+{
+	return session_stats(fcinfo, lengthof(session_columns), true);
 }

@@ -21,7 +21,7 @@ extern void stats_hold_ended(const char *name, bool lost);
 extern void stats_count_session_opened(void);
 extern void stats_count_session_lost(void);
 extern void stats_count_reconnect(void);
-extern void stats_deadlock_checked(bool victim);
+extern void stats_deadlock_checked(int members, int cycles, int victims, bool victim);
 extern void stats_flush(void);
 extern void stats_backend_exit(void);
 

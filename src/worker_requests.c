@@ -181,8 +181,8 @@ worker_complete(Call *call, SharedRequest *sr, int rc)
 	if (sr->counted)
 		worker_uncount(sr->slot, sr->incarnation);
 	if (DsaPointerIsValid(sr->result))
-		dsa_free(zk_area, sr->result);
-	dsa_free(zk_area, call->req);
+		zk_shared_free(sr->result);
+	zk_shared_free(call->req);
 	call->req = InvalidDsaPointer;
 }
 
@@ -206,7 +206,7 @@ take_stat(SharedRequest *sr, const struct Stat *stat)
 static bool
 put_result(SharedRequest *sr, const char *bytes, int len)
 {
-	dsa_pointer dp = dsa_allocate_extended(zk_area, len + 1, DSA_ALLOC_NO_OOM);
+	dsa_pointer dp = zk_shared_alloc(len + 1, DSA_ALLOC_NO_OOM);
 	char	   *p;
 
 	if (!DsaPointerIsValid(dp))
@@ -576,7 +576,7 @@ take_oneway(dsa_pointer dp, SharedRequest *sr)
 	}
 	if (sr->counted)
 		worker_uncount(sr->slot, sr->incarnation);
-	dsa_free(zk_area, dp);
+	zk_shared_free(dp);
 }
 
 /* Carry out everything queued, in the order it was queued. */

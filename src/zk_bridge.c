@@ -39,6 +39,61 @@ static uint32 my_incarnation;
 static WaitEventSet *wait_set = NULL;
 static bool detached = false;	/* exiting: the worker undoes the rest */
 
+/*
+ * The requests whose shared part is this backend's to free, so that an exit
+ * in the middle of a round trip (FATAL skips every PG_CATCH) leaves none.
+ */
+static ZkRequest *live_requests = NULL;
+
+static void
+live_add(ZkRequest *req)
+{
+	req->prev_live = NULL;
+	req->next_live = live_requests;
+	if (live_requests)
+		live_requests->prev_live = req;
+	live_requests = req;
+	req->live = true;
+}
+
+static void
+live_remove(ZkRequest *req)
+{
+	if (!req->live)
+		return;
+	if (req->prev_live)
+		req->prev_live->next_live = req->next_live;
+	else
+		live_requests = req->next_live;
+	if (req->next_live)
+		req->next_live->prev_live = req->prev_live;
+	req->live = false;
+}
+
+/*
+ * At exit: a request still on its way is the worker's to free (and undo)
+ * when its reply comes; an answered one that nobody read is freed here.
+ */
+static void
+forsake_live_requests(void)
+{
+	while (live_requests != NULL)
+	{
+		ZkRequest  *req = live_requests;
+		SharedRequest *sr = dsa_get_address(zk_area, req->shared);
+		uint32		expected = REQ_QUEUED;
+
+		live_remove(req);
+		if (!pg_atomic_compare_exchange_u32(&sr->state, &expected, REQ_ABANDONED))
+		{
+			pg_read_barrier();
+			if (DsaPointerIsValid(sr->result))
+				zk_shared_free(sr->result);
+			zk_shared_free(req->shared);
+		}
+	}
+}
+
 /* The backend's own mapping of a SharedHeld. */
 struct HeldWatch
 {
@@ -76,6 +131,8 @@ static void
 bridge_detach(int code, Datum arg)
 {
 	int64_t		deadline = bridge_now_ms() + EXIT_CLEANUP_MS;
+
+	forsake_live_requests();
 
 	SpinLockAcquire(&zk_shared->mutex);
 	my_slot->exiting = true;
@@ -253,7 +310,7 @@ shared_request(ZkRequestKind kind, const char *path, const char *tag,
 	dsa_pointer dp;
 	SharedRequest *sr;
 
-	dp = dsa_allocate_extended(zk_area, size,
+	dp = zk_shared_alloc(size,
 							   DSA_ALLOC_ZERO | (oneway ? DSA_ALLOC_NO_OOM : 0));
 	if (!DsaPointerIsValid(dp))
 		return dp;
@@ -329,6 +386,7 @@ request_new(ZkRequestKind kind, const char *path, const char *tag,
 	req->epoch = sr->epoch;
 	req->sent_at = sr->sent_at;
 	req->tagged = tag != NULL;
+	live_add(req);
 	queue_request(dp, sr);
 	return req;
 }
@@ -509,8 +567,9 @@ take_reply(ZkRequest *req, SharedRequest *sr)
 		}
 	}
 	if (DsaPointerIsValid(sr->result))
-		dsa_free(zk_area, sr->result);
-	dsa_free(zk_area, req->shared);
+		zk_shared_free(sr->result);
+	zk_shared_free(req->shared);
+	live_remove(req);
 	req->shared = InvalidDsaPointer;
 	req->done = true;
 }
@@ -533,6 +592,7 @@ bridge_done(ZkRequest *req)
 static void
 request_destroy(ZkRequest *req)
 {
+	live_remove(req);
 	free(req->path);
 	free(req->tag);
 	free(req->created);
@@ -661,7 +721,7 @@ bridge_watch_held(const char *path, const char *data)
 
 	if (hw == NULL)
 		return NULL;
-	hw->dp = dsa_allocate_extended(zk_area, offsetof(SharedHeld, data) + len + 1,
+	hw->dp = zk_shared_alloc(offsetof(SharedHeld, data) + len + 1,
 								   DSA_ALLOC_ZERO | DSA_ALLOC_NO_OOM);
 	if (!DsaPointerIsValid(hw->dp))
 	{
@@ -675,7 +735,7 @@ bridge_watch_held(const char *path, const char *data)
 	if (!request_oneway(ZKREQ_HELD_WATCH, path, NULL, ZWATCHTYPE_DATA,
 						hw->dp, false))
 	{
-		dsa_free(zk_area, hw->dp);
+		zk_shared_free(hw->dp);
 		free(hw);
 		return NULL;
 	}

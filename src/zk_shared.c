@@ -73,6 +73,7 @@ zk_shmem_startup(void)
 		memset(zk_shared, 0, shared_size());
 		SpinLockInit(&zk_shared->mutex);
 		pg_atomic_init_u64(&zk_shared->queue, InvalidDsaPointer);
+		pg_atomic_init_u64(&zk_shared->live_records, 0);
 		zk_shared->nslots = slot_count();
 		for (int i = 0; i < ZK_KNOWN_PARENTS; i++)
 			pg_atomic_init_u64(&zk_shared->known_parents[i], 0);
@@ -145,7 +146,28 @@ zk_held_unref(dsa_pointer dp, bool backends)
 	}
 	SpinLockRelease(&zk_shared->mutex);
 	if (last)
-		dsa_free(zk_area, dp);
+		zk_shared_free(dp);
+}
+
+/*
+ * Every record of the area is allocated and freed here, so that the live
+ * ones are counted (zk_session_stats.shared_records): a leak shows.
+ */
+dsa_pointer
+zk_shared_alloc(Size size, int flags)
+{
+	dsa_pointer dp = dsa_allocate_extended(zk_area, size, flags);
+
+	if (DsaPointerIsValid(dp))
+		pg_atomic_fetch_add_u64(&zk_shared->live_records, 1);
+	return dp;
+}
+
+void
+zk_shared_free(dsa_pointer dp)
+{
+	dsa_free(zk_area, dp);
+	pg_atomic_fetch_sub_u64(&zk_shared->live_records, 1);
 }
 
 /* Set a latch of the worker's or a backend's, if there is one. */

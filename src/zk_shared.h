@@ -128,6 +128,7 @@ typedef struct ZkShared
 								 * its committers are done: none passes now */
 	bool		slots_changed;	/* a backend took its slot or is exiting */
 	int			dsa_tranche;
+	pg_atomic_uint64 live_records;	/* see zk_shared_alloc */
 	/* Lock parents seen to exist, by hash (see lock_recipe.c); 0: none. */
 	pg_atomic_uint64 known_parents[ZK_KNOWN_PARENTS];
 	int			nslots;
@@ -141,5 +142,7 @@ extern void zk_shared_init(void);
 extern void zk_shared_attach(void);
 extern void zk_wake(Latch *latch);
 extern void zk_held_unref(dsa_pointer dp, bool backends);
+extern dsa_pointer zk_shared_alloc(Size size, int flags);
+extern void zk_shared_free(dsa_pointer dp);
 
 #endif							/* ZKLOCK_ZK_SHARED_H */

@@ -103,6 +103,15 @@ sub wait_key
 	# V waits from about 0.2 s on and looks at its deadlock_timeout, 2 s.
 	cmp_ok($took, '<', 4.5, sprintf('both cycles broken in %.2f s', $took));
 	$_->{s}->quit for $a, $b, $v;
+	# The detector's work on node_b (V's and B's looks), in zk_session_stats.
+	my $work = $node_b->safe_psql('postgres', q{
+SELECT deadlock_checks, deadlocks, deadlock_members, deadlock_cycles, deadlock_victims
+  FROM zk_session_stats});
+	note "node_b's checks, deadlocks, members read, cycles, victims: $work";
+	my ($checks, $deadlocks, $members, $cycles, $victims) = split /\|/, $work;
+	is($deadlocks, 1, 'zk_session_stats: node_b raised one 40P01');
+	ok($checks >= 1 && $cycles >= 1 && $victims >= 1 && $members >= $checks + 2,
+		'and counts the looks, the cycles found, their victims and the waits read');
 }
 
 # 2. A poke refused: node_b writes with credentials, node_a cannot rewrite
