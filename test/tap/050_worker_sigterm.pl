@@ -41,6 +41,42 @@ for my $round (1 .. 5)
 ok($node->log_contains('zklock session worker stopping on request; it is started again in 1 s'),
 	'the log says the worker stops and is started again');
 
+# A worker stopped with requests in flight (ZooKeeper stopped: their replies
+# never come to it): the shared area's records are back where they were once
+# the backends gave up and the next worker runs.
+$node->safe_psql('postgres', q{SELECT zk_lock_release_all()});
+my $records0 = $node->safe_psql('postgres', 'SELECT shared_records FROM zk_session_stats');
+$node->safe_psql('postgres', 'CREATE EXTENSION dblink');
+$zk->signal($_, 'STOP') for $zk->running;
+my $coord = dblink_send_many($node, 8, 1, 'inflight_',
+	q{'SELECT zk_lock_acquire(''inflight-' || i || ''', 20000)'});
+ok($node->poll_query_until('postgres', q{
+SELECT count(*) FROM pg_stat_activity
+ WHERE application_name LIKE 'inflight\\_%' AND wait_event_type = 'Extension'}, '8'),
+	'8 backends wait for replies that do not come');
+my $old = worker_pid($node);
+kill 'TERM', $old;
+my $new;
+my $t0 = time;
+while (time - $t0 < 20)
+{
+	$new = worker_pid($node);
+	last if defined $new && $new != $old;
+	sleep_for(0.1);
+}
+isnt($new, $old, 'the worker is stopped and started again meanwhile');
+$zk->signal($_, 'CONT') for $zk->running;
+$coord->[0]->query(q{SELECT count(*) FROM generate_series(1, 8) AS i,
+       LATERAL dblink_get_result('c' || i, false) AS t(r boolean)});
+$coord->[0]->quit;
+ok($node->poll_query_until('postgres', q{
+SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'inflight\\_%'}, '0'),
+	'the waiting backends are done');
+ok($node->poll_query_until('postgres',
+	q{SELECT shared_records FROM zk_session_stats}, $records0),
+	"the shared area's live records are back at $records0")
+  or diag $node->safe_psql('postgres', 'SELECT shared_records FROM zk_session_stats');
+
 # A server that shuts down stops its worker for good.
 $node->stop('fast');
 ok($node->log_contains('database system is shut down'), 'the server shuts down with its worker');
