@@ -201,3 +201,24 @@ COMMENT ON VIEW zk_session_stats IS
 'this server''s ZooKeeper sessions (one at a time, held by the session worker), the requests of all its backends, its deadlock checks, and the records of its shared area';
 
 GRANT SELECT ON zk_session_stats TO PUBLIC;
+
+-- zk_session gains the session worker's pid and its requests: sent and not
+-- answered yet, and waiting for their turn (flow control).
+DROP FUNCTION zk_session();
+
+CREATE FUNCTION zk_session(
+    OUT state text,
+    OUT session_id text,
+    OUT timeout_ms integer,
+    OUT server text,
+    OUT since_contact_ms bigint,
+    OUT locks integer,
+    OUT worker_pid integer,
+    OUT requests_in_flight integer,
+    OUT requests_queued integer)
+RETURNS record
+AS 'MODULE_PATHNAME', 'zk_session_1_5'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION zk_session() IS
+'this server''s ZooKeeper session, held by the zklock session worker for all backends: state (none, connecting, connected, suspended, lost), id, negotiated timeout, server, milliseconds since last contact, the locks this backend holds in it, the worker''s pid, and its requests sent and not answered, and waiting for their turn';

@@ -42,6 +42,7 @@ PG_FUNCTION_INFO_V1(zk_lock_token);
 PG_FUNCTION_INFO_V1(zk_lock_release_requested);
 PG_FUNCTION_INFO_V1(zk_locks);
 PG_FUNCTION_INFO_V1(zk_session);
+PG_FUNCTION_INFO_V1(zk_session_1_5);
 
 /* The lock name argument, checked. */
 char *
@@ -391,10 +392,11 @@ zk_locks(PG_FUNCTION_ARGS)
 
 /* ---- zk_session ---- */
 
-#define ZK_SESSION_COLS 6
+/* 1.4 declares the first 6 columns, 1.5 all 9. */
+#define ZK_SESSION_COLS 9
 
-Datum
-zk_session(PG_FUNCTION_ARGS)
+static Datum
+session_row(FunctionCallInfo fcinfo, int ncols)
 {
 	static const char *const status_names[] = {
 		[ZK_SESSION_NONE] = "none",
@@ -410,6 +412,9 @@ zk_session(PG_FUNCTION_ARGS)
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+	if (desc->natts != ncols)
+		elog(ERROR, "zk_session is declared with %d columns, not %d: run ALTER EXTENSION zklock UPDATE",
+			 desc->natts, ncols);
 	zk_session_describe(&info);
 
 	values[0] = CStringGetTextDatum(status_names[info.status]);
@@ -425,5 +430,21 @@ zk_session(PG_FUNCTION_ARGS)
 	values[4] = Int64GetDatum(info.since_contact_ms);
 	nulls[4] = info.status == ZK_SESSION_NONE;
 	values[5] = Int32GetDatum(lock_table_count());
+	values[6] = Int32GetDatum(info.worker_pid);
+	nulls[6] = info.worker_pid == 0;
+	values[7] = Int32GetDatum(info.requests_in_flight);
+	values[8] = Int32GetDatum(info.requests_queued);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+}
+
+Datum
+zk_session(PG_FUNCTION_ARGS)
+{
+	return session_row(fcinfo, 6);
+}
+
+Datum
+zk_session_1_5(PG_FUNCTION_ARGS)
+{
+	return session_row(fcinfo, ZK_SESSION_COLS);
 }

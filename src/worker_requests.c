@@ -579,13 +579,73 @@ take_oneway(dsa_pointer dp, SharedRequest *sr)
 	zk_shared_free(dp);
 }
 
-/* Carry out everything queued, in the order it was queued. */
+/*
+ * Flow control.  A ZooKeeper server stops reading every connection, pings
+ * included, while more requests than its globalOutstandingLimit (1,000 by
+ * default) wait in it, and every PostgreSQL server's worker shares that
+ * limit: a burst of this server's backends (a pooler's thousand connections
+ * releasing at once) must not fill it.  At most WORKER_MAX_IN_FLIGHT calls
+ * wait for an answer at once; backends' requests beyond that wait in the
+ * backlog, in the order they were queued.
+ */
+#define WORKER_MAX_IN_FLIGHT 250
+
+static dsa_pointer backlog_head = InvalidDsaPointer;
+static dsa_pointer backlog_tail = InvalidDsaPointer;
+static int	backlog_length = 0;
+
+/* Carry out one request: send it, or answer it if its session is gone. */
+static void
+take_request(dsa_pointer dp, SharedRequest *sr)
+{
+	if (sr->oneway)
+		take_oneway(dp, sr);
+	else
+	{
+		Call	   *call = worker_call_new(CALL_REPLY);
+
+		call->req = dp;
+		/* Made for a session that is gone: its nodes went with it. */
+		if (worker_zh == NULL || sr->epoch != worker_generation)
+			worker_reply(call, sr, ZINVALIDSTATE);
+		else
+			worker_issue_call(call, sr);
+	}
+}
+
+/*
+ * Carry out the backlog's requests while fewer than WORKER_MAX_IN_FLIGHT
+ * calls wait for answers; all of them when the session is closed (each is
+ * then answered at once).
+ */
+void
+worker_issue_backlog(bool all)
+{
+	while (DsaPointerIsValid(backlog_head) &&
+		   (all || worker_zh == NULL || worker_calls_in_flight < WORKER_MAX_IN_FLIGHT))
+	{
+		dsa_pointer dp = backlog_head;
+		SharedRequest *sr = dsa_get_address(zk_area, dp);
+
+		backlog_head = sr->next;
+		if (!DsaPointerIsValid(backlog_head))
+			backlog_tail = InvalidDsaPointer;
+		backlog_length--;
+		take_request(dp, sr);
+	}
+	pg_atomic_write_u32(&zk_shared->requests_in_flight, (uint32) worker_calls_in_flight);
+	pg_atomic_write_u32(&zk_shared->requests_queued, (uint32) backlog_length);
+}
+
+/* Take in what backends queued, behind the backlog, and carry it out. */
 void
 worker_drain_queue(void)
 {
 	dsa_pointer dp = (dsa_pointer) pg_atomic_exchange_u64(&zk_shared->queue,
 														  InvalidDsaPointer);
 	dsa_pointer fifo = InvalidDsaPointer;
+	dsa_pointer last = dp;
+	int			n = 0;
 
 	/* The list is newest first: turn it around. */
 	while (DsaPointerIsValid(dp))
@@ -596,26 +656,16 @@ worker_drain_queue(void)
 		sr->next = fifo;
 		fifo = dp;
 		dp = next;
+		n++;
 	}
-
-	while (DsaPointerIsValid(fifo))
+	if (n > 0)
 	{
-		SharedRequest *sr = dsa_get_address(zk_area, fifo);
-		dsa_pointer next = sr->next;
-
-		if (sr->oneway)
-			take_oneway(fifo, sr);
+		if (DsaPointerIsValid(backlog_tail))
+			((SharedRequest *) dsa_get_address(zk_area, backlog_tail))->next = fifo;
 		else
-		{
-			Call	   *call = worker_call_new(CALL_REPLY);
-
-			call->req = fifo;
-			/* Made for a session that is gone: its nodes went with it. */
-			if (worker_zh == NULL || sr->epoch != worker_generation)
-				worker_reply(call, sr, ZINVALIDSTATE);
-			else
-				worker_issue_call(call, sr);
-		}
-		fifo = next;
+			backlog_head = fifo;
+		backlog_tail = last;
+		backlog_length += n;
 	}
+	worker_issue_backlog(false);
 }

@@ -1026,6 +1026,17 @@ bridge_session_snapshot(ZkSessionSnapshot *out)
 	SpinLockRelease(&zk_shared->mutex);
 }
 
+/* The session worker's pid (0: none) and its requests, sent and waiting. */
+void
+bridge_worker_load(int *pid, int *in_flight, int *queued)
+{
+	SpinLockAcquire(&zk_shared->mutex);
+	*pid = zk_shared->worker_pid;
+	SpinLockRelease(&zk_shared->mutex);
+	*in_flight = (int) pg_atomic_read_u32(&zk_shared->requests_in_flight);
+	*queued = (int) pg_atomic_read_u32(&zk_shared->requests_queued);
+}
+
 /* Whether the session worker runs (it may still be opening its session). */
 bool
 bridge_worker_running(void)

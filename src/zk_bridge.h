@@ -119,6 +119,7 @@ extern void bridge_wait_quietly(long timeout_ms);
 
 /* The session. */
 extern void bridge_session_snapshot(ZkSessionSnapshot *out);
+extern void bridge_worker_load(int *pid, int *in_flight, int *queued);
 extern bool bridge_worker_running(void);
 extern int	bridge_open_error(void);
 extern uint64_t bridge_closed_by_server(void);

@@ -367,6 +367,8 @@ zk_session_describe(ZkSessionInfo *info)
 	strlcpy(info->server, snap.server, sizeof(info->server));
 	if (info->status == ZK_SESSION_SUSPENDED || info->status == ZK_SESSION_LOST)
 		info->since_contact_ms = bridge_now_ms() - snap.changed_at_ms;
+	bridge_worker_load(&info->worker_pid, &info->requests_in_flight,
+					   &info->requests_queued);
 }
 
 /* Fill tag with a fresh attempt tag: unique per create, UUID-shaped. */

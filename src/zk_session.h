@@ -36,6 +36,9 @@ typedef struct ZkSessionInfo
 	int			timeout_ms;		/* negotiated */
 	char		server[64];		/* last connected server */
 	int64		since_contact_ms;	/* 0 while connected */
+	int			worker_pid;		/* 0: no session worker runs */
+	int			requests_in_flight; /* sent by the worker, not answered */
+	int			requests_queued;	/* waiting for their turn in the worker */
 } ZkSessionInfo;
 
 extern void zk_session_require(void);

@@ -74,6 +74,8 @@ zk_shmem_startup(void)
 		SpinLockInit(&zk_shared->mutex);
 		pg_atomic_init_u64(&zk_shared->queue, InvalidDsaPointer);
 		pg_atomic_init_u64(&zk_shared->live_records, 0);
+		pg_atomic_init_u32(&zk_shared->requests_in_flight, 0);
+		pg_atomic_init_u32(&zk_shared->requests_queued, 0);
 		zk_shared->nslots = slot_count();
 		for (int i = 0; i < ZK_KNOWN_PARENTS; i++)
 			pg_atomic_init_u64(&zk_shared->known_parents[i], 0);

@@ -129,6 +129,8 @@ typedef struct ZkShared
 	bool		slots_changed;	/* a backend took its slot or is exiting */
 	int			dsa_tranche;
 	pg_atomic_uint64 live_records;	/* see zk_shared_alloc */
+	pg_atomic_uint32 requests_in_flight;	/* the worker's, for zk_session() */
+	pg_atomic_uint32 requests_queued;	/* in its backlog, not sent yet */
 	/* Lock parents seen to exist, by hash (see lock_recipe.c); 0: none. */
 	pg_atomic_uint64 known_parents[ZK_KNOWN_PARENTS];
 	int			nslots;

@@ -371,6 +371,8 @@ close_session(bool lost, bool keep_margin)
 				break;
 		}
 	}
+	/* What waited for its turn is answered now: its session is gone. */
+	worker_issue_backlog(true);
 	dlist_foreach_modify(it, &worker_watches)
 		worker_watch_free(dlist_container(WorkerWatch, all, it.cur));
 	for (int i = 0; i < zk_shared->nslots; i++)
@@ -636,6 +638,7 @@ static void
 worker_exit(int code, Datum arg)
 {
 	close_session(false, worker_zh != NULL && commits_under_way());
+	worker_issue_backlog(true);
 	SpinLockAcquire(&zk_shared->mutex);
 	zk_shared->worker_pid = 0;
 	zk_shared->worker_latch = NULL;
