@@ -31,7 +31,11 @@ void
 _PG_init(void)
 {
 	zklock_define_gucs();
-	if (!process_shared_preload_libraries_in_progress)
+	/*
+	 * pg_upgrade's servers (binary upgrade mode) must not open ZooKeeper
+	 * sessions nor take part in locking, as pg_cron's launcher does not.
+	 */
+	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
 		return;
 	zklock_register_xact_hooks();
 	zklock_install_utility_hook();

@@ -81,5 +81,25 @@ ok($node->poll_query_until('postgres',
 $node->stop('fast');
 ok($node->log_contains('database system is shut down'), 'the server shuts down with its worker');
 ok(!$node->log_contains('terminating any other active server processes'), 'and no process crashed');
+# pg_upgrade starts servers in binary upgrade mode (postgres -b): zklock
+# starts no session worker there, and so opens no ZooKeeper session.
+my $sessions = scalar keys %{ $zk->live_sessions };
+PostgreSQL::Test::Utils::system_or_bail('pg_ctl', '-D', $node->data_dir, '-l', $node->logfile,
+	'-o', '-b', '-w', 'start');
+$node->_update_pid(1);
+ok(!defined worker_pid_now($node), 'binary upgrade mode: no session worker runs');
+sleep_for(1);
+is(scalar keys %{ $zk->live_sessions }, $sessions, 'and no ZooKeeper session was opened');
+$node->stop('fast');
+
 finish_checks($zk, []);
 done_testing();
+
+# The worker's pid if one runs now (worker_pid waits for one to appear).
+sub worker_pid_now
+{
+	my ($node) = @_;
+	my $pid = `pgrep -P $node->{_pid} -f 'zklock session worker'`;
+	chomp $pid;
+	return $pid eq '' ? undef : $pid;
+}
