@@ -91,6 +91,37 @@ publish_state(int state)
 	SpinLockRelease(&zk_shared->mutex);
 }
 
+/* The worker's last session, for the server log's "replacing". */
+static int64 last_session_logged = 0;
+
+/*
+ * The server log tells the session's story: established (and what it
+ * replaces), lost and why, closed.  Each happens at most once per session.
+ */
+static void
+log_session_established(int64 id, const char *server, int timeout_ms)
+{
+	if (last_session_logged != 0)
+		ereport(LOG,
+				(errmsg("zklock: ZooKeeper session 0x%llx established with %s (timeout %d ms), replacing session 0x%llx",
+						(unsigned long long) id, server ? server : "?", timeout_ms,
+						(unsigned long long) last_session_logged)));
+	else
+		ereport(LOG,
+				(errmsg("zklock: ZooKeeper session 0x%llx established with %s (timeout %d ms)",
+						(unsigned long long) id, server ? server : "?", timeout_ms)));
+	last_session_logged = id;
+}
+
+static void
+log_session_lost(const char *why)
+{
+	ereport(LOG,
+			(errmsg("zklock: ZooKeeper session 0x%llx is lost: %s",
+					(unsigned long long) zoo_client_id(worker_zh)->client_id, why),
+			 errdetail("The locks held in it are lost; their holders are told at their next zklock call or COMMIT.  A new session is opened.")));
+}
+
 /* The handle's default watcher: session events. */
 static void
 session_watcher(zhandle_t *handle, int type, int state, const char *path,
@@ -110,7 +141,10 @@ session_watcher(zhandle_t *handle, int type, int state, const char *path,
 
 		/* Noted before any backend may take a lock in it. */
 		if (!same)
+		{
 			session_file_write(id->client_id, id->passwd);
+			log_session_established(id->client_id, server, zoo_recv_timeout(worker_zh));
+		}
 		else
 			stats_count_reconnect();
 
@@ -480,6 +514,22 @@ session_verdict(void)
 	return written_off == worker_generation ? SESSION_WRITTEN_OFF : SESSION_GOOD;
 }
 
+/* Why session_verdict() said SESSION_GONE, for the log. */
+static const char *
+session_gone_why(void)
+{
+	int			state;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	state = zk_shared->session.zk_state;
+	SpinLockRelease(&zk_shared->mutex);
+	if (state == ZOO_EXPIRED_SESSION_STATE)
+		return "ZooKeeper expired it";
+	if (state == ZOO_AUTH_FAILED_STATE)
+		return "ZooKeeper refused its credentials (zklock.auth)";
+	return "no ZooKeeper server was heard from for longer than its timeout";
+}
+
 /* One turn of the client: wait for its socket, the latch, or its timer. */
 static void
 client_turn(zhandle_t *handle, long max_wait_ms)
@@ -669,6 +719,8 @@ zklock_worker_main(Datum arg)
 	zk_shared->generation = 0;
 	SpinLockRelease(&zk_shared->mutex);
 	before_shmem_exit(worker_exit, (Datum) 0);
+	ereport(LOG,
+			(errmsg("zklock session worker started (ZooKeeper at %s)", zklock_hosts)));
 
 	end_previous_session();
 
@@ -691,9 +743,15 @@ zklock_worker_main(Datum arg)
 
 			/* Gone: no margin left to keep; written off: ours to close. */
 			if (verdict == SESSION_GONE)
+			{
+				log_session_lost(session_gone_why());
 				close_session(true, false);
-			else if (verdict == SESSION_WRITTEN_OFF)
+			}
+			else if (verdict == SESSION_WRITTEN_OFF && close_deadline == 0)
+			{
+				log_session_lost("a backend got no reply in time and wrote it off");
 				request_close(true);
+			}
 		}
 		close_when_done();
 		if (worker_zh == NULL && bridge_now_ms() >= retry_open_at)

@@ -81,6 +81,30 @@ ok($node->poll_query_until('postgres',
 $node->stop('fast');
 ok($node->log_contains('database system is shut down'), 'the server shuts down with its worker');
 ok(!$node->log_contains('terminating any other active server processes'), 'and no process crashed');
+# The server log tells the session's story (issue 27, item 6): the worker's
+# start, its session established, lost (and why), and replaced.  node_b's
+# session expires while its worker is stopped (SIGSTOP) past the timeout.
+my $node_b = zk_node('node_b', $zk, 'zklock.session_timeout' => '2000');
+ok(defined wait_worker_session($node_b), 'node_b: the worker has its session');
+my $first = $node_b->safe_psql('postgres', 'SELECT session_id FROM zk_session()');
+my $wpid = worker_pid($node_b);
+kill 'STOP', $wpid;
+sleep_for(5);
+kill 'CONT', $wpid;
+ok($node_b->poll_query_until('postgres', qq{
+SELECT state = 'connected' AND session_id <> '$first' FROM zk_session()}),
+	'node_b: its session expired and was replaced');
+my $second = $node_b->safe_psql('postgres', 'SELECT session_id FROM zk_session()');
+my $story = slurp_file($node_b->logfile);
+like($story, qr/LOG:  zklock session worker started \(ZooKeeper at /, 'the log: the worker started');
+like($story, qr/LOG:  zklock: ZooKeeper session $first established with \S+ \(timeout \d+ ms\)\n/,
+	'the log: its session established');
+like($story, qr/LOG:  zklock: ZooKeeper session $first is lost: ZooKeeper expired it\n.*DETAIL:  The locks held in it are lost/,
+	'the log: lost, and why');
+like($story, qr/LOG:  zklock: ZooKeeper session $second established with \S+ \(timeout \d+ ms\), replacing session $first/,
+	'the log: the new session, replacing it');
+$node_b->stop('fast');
+
 # pg_upgrade starts servers in binary upgrade mode (postgres -b): zklock
 # starts no session worker there, and so opens no ZooKeeper session.
 my $sessions = scalar keys %{ $zk->live_sessions };
