@@ -167,6 +167,13 @@ wait_connected(int64 deadline)
 
 		if (status == ZK_SESSION_CONNECTED)
 			return;
+		/*
+		 * The worker's last attempt failed for a reason it knows (malformed
+		 * zklock.auth, hosts that do not resolve): answered at once, as
+		 * waiting would only see its next attempt fail the same way.
+		 */
+		if (bridge_open_error() != 0 && bridge_worker_running())
+			break;
 		left = deadline - bridge_now_ms();
 		if (left <= 0)
 			break;

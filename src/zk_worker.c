@@ -60,13 +60,16 @@ PGDLLEXPORT void zklock_worker_main(Datum arg);
 /* Seconds after which the postmaster starts a worker that exited again. */
 #define ZKLOCK_WORKER_RESTART_S 1
 /* How long to wait before opening a session again after zookeeper_init failed. */
+/* A session that could not be opened is tried again after 1 s, 2 s ... 32 s. */
 #define OPEN_RETRY_MS 1000
+#define OPEN_RETRY_MAX_DOUBLINGS 5
 /* Replies taken in after a wait before the queue is looked at again. */
 #define REPLIES_PER_TURN 64
 
 zhandle_t  *worker_zh = NULL;
 uint64		worker_generation = 0;
 static int64 retry_open_at = 0;
+static int	open_failures = 0;	/* in a row, since the settings changed */
 /* A close asked for (request_close): by when at the latest, and why. */
 static int64 close_deadline = 0;
 static bool close_lost;
@@ -276,6 +279,22 @@ auth_well_formed(const char *auth)
 	return auth[0] == '\0' || (colon != NULL && colon != auth && colon[1] != '\0');
 }
 
+/*
+ * The session could not be opened: backends are told why at once, and the
+ * next try is later each time (the log said so once).
+ */
+static void
+open_failed(int error)
+{
+	SpinLockAcquire(&zk_shared->mutex);
+	zk_shared->open_error = error;
+	SpinLockRelease(&zk_shared->mutex);
+	retry_open_at = bridge_now_ms() +
+		(OPEN_RETRY_MS << Min(open_failures, OPEN_RETRY_MAX_DOUBLINGS));
+	open_failures++;
+	worker_wake_all();
+}
+
 static void
 open_session(void)
 {
@@ -285,13 +304,10 @@ open_session(void)
 	remember_settings();
 	if (!auth_well_formed(worker_session_auth))
 	{
-		ereport(LOG,
-				(errmsg("zklock: zklock.auth must have the form user:password; no ZooKeeper session is opened")));
-		SpinLockAcquire(&zk_shared->mutex);
-		zk_shared->open_error = ZK_OPEN_BAD_AUTH;
-		SpinLockRelease(&zk_shared->mutex);
-		retry_open_at = bridge_now_ms() + OPEN_RETRY_MS;
-		worker_wake_all();
+		if (open_failures == 0)
+			ereport(LOG,
+					(errmsg("zklock: zklock.auth must have the form user:password; no ZooKeeper session is opened until it is changed")));
+		open_failed(ZK_OPEN_BAD_AUTH);
 		return;
 	}
 	zoo_set_debug_level((ZooLogLevel) zklock_log_level);
@@ -301,13 +317,18 @@ open_session(void)
 	error = errno;
 	if (worker_zh == NULL)
 	{
-		SpinLockAcquire(&zk_shared->mutex);
-		zk_shared->open_error = error ? error : EINVAL;
-		SpinLockRelease(&zk_shared->mutex);
-		retry_open_at = bridge_now_ms() + OPEN_RETRY_MS;
-		worker_wake_all();
+		if (open_failures == 0)
+			ereport(LOG,
+					(errmsg("zklock: could not open a ZooKeeper session for \"%s\": %s",
+							session_hosts, error == ENOENT ? "no host name resolves" :
+							error == EINVAL || error == 0 ? "the connection string is malformed" :
+							strerror(error)),
+					 errdetail("It is tried again after 1 s, then at growing intervals up to %d s; a reload that changes zklock.hosts tries at once.",
+							   (OPEN_RETRY_MS << OPEN_RETRY_MAX_DOUBLINGS) / 1000)));
+		open_failed(error ? error : EINVAL);
 		return;
 	}
+	open_failures = 0;
 	/* Resolve again only when reconnecting, not on every turn. */
 	zoo_set_servers_resolution_delay(worker_zh, -1);
 	if (worker_session_auth[0] != '\0')
@@ -730,6 +751,12 @@ zklock_worker_main(Datum arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			/* Settings that failed may have been mended: try them at once. */
+			if (worker_zh == NULL && settings_changed())
+			{
+				open_failures = 0;
+				retry_open_at = 0;
+			}
 			if (worker_zh != NULL && close_deadline == 0 && settings_changed())
 			{
 				ereport(LOG,

@@ -13,6 +13,7 @@ use warnings;
 
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time);
 
 use ZklockTest;
 
@@ -82,6 +83,18 @@ ok(reconfigure($node_b, 'zklock.auth' => 'no-colon-s3cret'), 'malformed credenti
 $other->query(q{SELECT zk_lock_try_acquire('guarded')});
 like($other->{stderr}, qr/ERROR:  22023: zklock.auth must have the form user:password/,
 	'malformed credentials: 22023');
+$other->{stderr} = '';
+# Known to the worker: answered at once, not after zklock.connect_timeout.
+my $t0 = time;
+$other->query(q{SELECT zk_lock_try_acquire('guarded')});
+my $took = time - $t0;
+like($other->{stderr}, qr/ERROR:  22023: zklock.auth must have the form user:password/,
+	'malformed credentials: 22023 again');
+cmp_ok($took, '<', 0.5, sprintf('at once (%.2f s)', $took));
+# The worker says so in the log once, not at every try (once a second).
+sleep_for(3);
+my $said = () = slurp_file($node_b->logfile) =~ /zklock\.auth must have the form user:password; no ZooKeeper session/g;
+is($said, 1, 'the log says it once');
 unlike($other->{stderr}, qr/s3cret/, 'without showing them');
 $other->{stderr} = '';
 ok(reconfigure($node_b, 'zklock.auth' => ''), 'no credentials again');
