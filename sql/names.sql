@@ -30,6 +30,15 @@ SELECT zk_lock_acquire(repeat('ñ', 129));
 SELECT n, sqlstate_of(format('SELECT zk_lock_acquire(%L)', n))
   FROM unnest(ARRAY['/', '/a/', '//a', '/a//b', '/a/./b', '/a/..', '/zookeeper',
                     '/zookeeper/quota/x', '/a' || chr(1)]) AS n;
+-- ZooKeeper refuses characters, not bytes: these are refused before any is
+-- sent (they were 58000 "bad arguments" from the server).
+SELECT 'U+' || upper(to_hex(c)) AS refused,
+       left(sqlstate_of(format('SELECT zk_lock_acquire(%L)', '/a' || chr(c))), 5) AS sqlstate
+  FROM unnest(ARRAY[127, 128, 159, 57344, 63743, 65520, 65533, 128512]) AS c;
+-- Their neighbours are taken.
+SELECT zk_lock_acquire(n) AND zk_lock_release(n) AS taken
+  FROM (SELECT '/zklock_regress/abs-' || chr(126) || chr(160) || chr(233) || chr(55295)
+               || chr(63744) || chr(65519) AS n) AS t;
 SELECT * FROM my_locks;
 
 -- Empty and NULL names.

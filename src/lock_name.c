@@ -57,7 +57,7 @@ zklock_check_name(const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lock name \"%s\" is not a valid ZooKeeper path", name),
-				 errdetail("A lock name that begins with \"/\" is an absolute path: its components must be non-empty, not \".\" or \"..\", without control characters, and it must not end with \"/\"."),
+				 errdetail("A lock name that begins with \"/\" is an absolute path: its components must be non-empty, not \".\" or \"..\", in UTF-8 without control characters nor others ZooKeeper refuses (U+007F to U+009F, U+D800 to U+F8FF, U+FFF0 and above), and it must not end with \"/\"."),
 				 errhint("Names without a leading \"/\" may contain any characters.")));
 	if (zklock_in_reserved_tree(name))
 		ereport(ERROR,

@@ -8,14 +8,39 @@
  */
 #include "postgres.h"
 
+#include "mb/pg_wchar.h"
 #include "nodes/pg_list.h"
 
 #include "znode_path.h"
 
 /*
+ * Whether ZooKeeper takes the character at p, which it reads as UTF-8, in a
+ * path; *len is set to its length in bytes.  Its server refuses control
+ * characters and, as Java chars, U+007F-U+009F, U+D800-U+F8FF (with the
+ * surrogates that every character beyond U+FFFF is made of) and
+ * U+FFF0-U+FFFF (the replacement for bytes that are not UTF-8 among them).
+ */
+static bool
+zk_takes_character(const unsigned char *p, int *len)
+{
+	pg_wchar	c;
+
+	*len = pg_utf_mblen(p);
+	if (*len > 4 || strnlen((const char *) p, *len) < (size_t) *len ||
+		!pg_utf8_islegal(p, *len))
+	{
+		*len = 1;
+		return false;
+	}
+	c = utf8_to_unicode(p);
+	return !(c < 0x20 || (c >= 0x7F && c <= 0x9F) ||
+			 (c >= 0xD800 && c <= 0xF8FF) || c >= 0xFFF0);
+}
+
+/*
  * An absolute znode path ZooKeeper accepts: components non-empty, not "." or
- * "..", no control characters, no trailing slash.  "/" alone is not allowed
- * here (callers that mean the root handle it themselves).
+ * "..", only characters it takes (see above), no trailing slash.  "/" alone
+ * is not allowed here (callers that mean the root handle it themselves).
  */
 bool
 zklock_valid_znode_path(const char *path)
@@ -31,11 +56,11 @@ zklock_valid_znode_path(const char *path)
 
 		while (*p && *p != '/')
 		{
-			unsigned char c = (unsigned char) *p;
+			int			len;
 
-			if (c < 0x20 || c == 0x7F)
+			if (!zk_takes_character((const unsigned char *) p, &len))
 				return false;
-			p++;
+			p += len;
 		}
 		n = p - start;
 		if (n == 0 || (n == 1 && start[0] == '.') ||
@@ -67,7 +92,7 @@ zklock_subtree_problem(const char *what, const char *path)
 	if (zklock_in_reserved_tree(path))
 		return psprintf("%s is inside the /zookeeper subtree, which ZooKeeper reserves.", what);
 	if (!zklock_valid_znode_path(path))
-		return psprintf("%s must be a valid ZooKeeper path: no empty, \".\" or \"..\" components, no trailing \"/\", no control characters.", what);
+		return psprintf("%s must be a valid ZooKeeper path: no empty, \".\" or \"..\" components, no trailing \"/\", no control characters nor others ZooKeeper refuses (U+007F to U+009F, U+D800 to U+F8FF, U+FFF0 and above).", what);
 	return NULL;
 }
 
