@@ -24,6 +24,7 @@
 #include "sql_functions.h"
 #include "stats.h"
 #include "zk_session.h"
+#include "zk_shared.h"
 
 PG_FUNCTION_INFO_V1(zk_lock_acquire);
 PG_FUNCTION_INFO_V1(zk_lock_try_acquire);
@@ -385,6 +386,8 @@ emit_entry(LockEntry *entry, void *arg)
 Datum
 zk_locks(PG_FUNCTION_ARGS)
 {
+	/* Not preloaded, no lock can be held: say why (55000), not "none". */
+	zk_shared_attach();
 	InitMaterializedSRF(fcinfo, 0);
 	lock_table_visit(emit_entry, fcinfo->resultinfo);
 	return (Datum) 0;

@@ -46,6 +46,10 @@ is($central->safe_psql('postgres', q{SELECT zk_lock_fence('central-only', 7)}), 
 	'a fence needs no ZooKeeper');
 like($central->safe_psql('postgres', q{SELECT sqlstate_of($$SELECT zk_lock_acquire('x')$$)}),
 	qr/^55000:/, 'while locks on that server do (55000: not preloaded)');
+like($central->safe_psql('postgres', q{SELECT sqlstate_of('SELECT * FROM zk_locks')}),
+	qr/^55000:/, 'as do zk_locks (it answered no rows)');
+like($central->safe_psql('postgres', q{SELECT sqlstate_of('SELECT * FROM zk_cluster_locks')}),
+	qr/^55000:/, 'and zk_cluster_locks');
 
 # ---- Writers of one resource, ordered by its row ----
 
