@@ -21,20 +21,24 @@ use ZklockTest;
 
 # ---- The central database: no ZooKeeper, no preloading ----
 
-my $central = PostgreSQL::Test::Cluster->new('central');
-$central->init;
-$central->start;
-is($central->safe_psql('postgres', 'SHOW shared_preload_libraries'), '',
-	'central server: zklock is not preloaded');
-$central->safe_psql('postgres', q{
-CREATE EXTENSION zklock;
+# SQLSTATE and message of a statement, or 'ok' (as in the regression tests).
+my $sqlstate_of = q{
 CREATE FUNCTION sqlstate_of(query text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN
   EXECUTE query;
   RETURN 'ok';
 EXCEPTION WHEN OTHERS THEN
   RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+END $$};
+
+my $central = PostgreSQL::Test::Cluster->new('central');
+$central->init;
+$central->start;
+$central->safe_psql('postgres', $sqlstate_of);
+is($central->safe_psql('postgres', 'SHOW shared_preload_libraries'), '',
+	'central server: zklock is not preloaded');
+$central->safe_psql('postgres', q{
+CREATE EXTENSION zklock;
 CREATE TABLE ledger (id int PRIMARY KEY, amount int, fence_token bigint,
                      writer text);
 CREATE TRIGGER ledger_fence BEFORE INSERT OR UPDATE OR DELETE ON ledger
@@ -202,6 +206,7 @@ like($central->safe_psql('restored', q{SELECT sqlstate_of($$SELECT zk_lock_fence
 
 my $zk = start_zk();
 my $node = zk_node('node_a', $zk);
+$node->safe_psql('postgres', $sqlstate_of);
 my $central_conn = sprintf('host=%s port=%d dbname=postgres user=writer',
 	$central->host, $central->port);
 $node->safe_psql('postgres', qq{
@@ -212,13 +217,6 @@ CREATE SERVER central FOREIGN DATA WRAPPER postgres_fdw
 CREATE USER MAPPING FOR PUBLIC SERVER central OPTIONS (user 'writer');
 CREATE FOREIGN TABLE ledger (id int, amount int, fence_token bigint, writer text)
   SERVER central;
-CREATE FUNCTION sqlstate_of(query text) RETURNS text LANGUAGE plpgsql AS \$\$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END \$\$;
 -- A job's write to the central database through dblink, fenced with its
 -- token, in one remote transaction.
 CREATE FUNCTION write_by_dblink(id int, token bigint, writer text) RETURNS text
