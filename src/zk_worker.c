@@ -364,6 +364,14 @@ close_session(bool lost, bool keep_margin)
 {
 	dlist_mutable_iter it;
 
+	/*
+	 * Called inside the client (an exit by FATAL in one of its callbacks),
+	 * zookeeper_close only notes the close for when the callback returns,
+	 * which it never does: no closeSession is sent.  The session file then
+	 * stays, for the next worker to end the session at once.
+	 */
+	bool		close_sent = worker_client_depth == 0;
+
 	if (worker_zh == NULL)
 		return;
 	close_deadline = 0;
@@ -452,7 +460,8 @@ close_session(bool lost, bool keep_margin)
 			pfree(u);
 		}
 	}
-	session_file_remove();
+	if (close_sent || keep_margin)
+		session_file_remove();
 }
 
 /* Whether a backend passed the commit guard for the open session and has
