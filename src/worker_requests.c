@@ -317,6 +317,9 @@ issue_call_now(Call *call, SharedRequest *sr)
 	int			rc = ZOK;
 	const char *path = sr ? sr->payload : call->path;
 
+	/* Only from the main loop: a callback's sends were deferred. */
+	Assert(worker_client_depth == 1);
+
 	switch (call->kind)
 	{
 		case CALL_DELETE:

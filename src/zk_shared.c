@@ -23,6 +23,11 @@
 
 /* The area's part in the main shared memory: small replies never leave it. */
 #define ZK_AREA_IN_PLACE (1024 * 1024)
+/*
+ * The most it may grow to: a listing of zk_cluster_locks takes about 200
+ * bytes a lock; a request beyond fails with "out of memory", not the server.
+ */
+#define ZK_AREA_MAX ((size_t) 512 * 1024 * 1024)
 
 ZkShared   *zk_shared = NULL;
 dsa_area   *zk_area = NULL;
@@ -85,6 +90,7 @@ zk_shmem_startup(void)
 		zk_shared->dsa_tranche = zk_new_tranche("zklock_requests");
 		area = dsa_create_in_place(area_place, ZK_AREA_IN_PLACE,
 								   zk_shared->dsa_tranche, NULL);
+		dsa_set_size_limit(area, ZK_AREA_MAX);
 		/* It lives as long as the shared memory, whoever attaches. */
 		dsa_pin(area);
 		dsa_detach(area);

@@ -621,6 +621,7 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 		ready |= ZOOKEEPER_WRITE;
 	if (handle == NULL)
 		return;
+	Assert(worker_client_depth == 0);
 	worker_client_depth++;
 	zookeeper_process(handle, ready);
 
