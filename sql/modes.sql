@@ -7,6 +7,9 @@ SELECT in_new_session($$SELECT zk_lock_try_acquire('rw')::text$$) AS writer;
 SELECT * FROM my_locks;
 -- Upgrading would wait for ourselves.
 SELECT sqlstate_of($$SELECT zk_lock_acquire('rw')$$);
+-- A try never waits: it is not granted, and nothing is left behind.
+SELECT zk_lock_try_acquire('rw') AS upgrade_tried, zk_lock_xact_try_acquire('rw') AS xact_upgrade_tried;
+SELECT * FROM my_locks;
 SELECT zk_lock_release_shared('rw'), zk_lock_release_shared('rw'), zk_lock_release_shared('rw');
 SELECT in_other_session($$SELECT zk_lock_release_shared('rw')::text$$) AS other_released;
 SELECT in_new_session($$SELECT zk_lock_try_acquire('rw')::text$$) AS writer_now;

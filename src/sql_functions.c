@@ -112,7 +112,7 @@ end_stats_at_exit(void)
  * taken by a backend that holds the exclusive one is granted at once (like
  * Curator's read lock inside its write lock) unless another session's writer
  * queued in between (see lock_recipe.c); the reverse would wait for itself
- * forever, so it is an error.
+ * forever, so it is an error (and a try is not granted).
  */
 static bool
 acquire(const char *name, LockMode mode, int permits, LockScope scope,
@@ -145,6 +145,10 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 		lock_table_add_hold(entry, scope);
 		return true;
 	}
+	/* A try never waits, so it cannot wait for itself: it is not granted. */
+	if (mode == LOCK_MODE_EXCLUSIVE && timeout_ms == 0 &&
+		lock_table_find(name, LOCK_MODE_SHARED))
+		return false;
 	if (mode == LOCK_MODE_EXCLUSIVE && lock_table_find(name, LOCK_MODE_SHARED))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
