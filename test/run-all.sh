@@ -174,6 +174,14 @@ prepare_chroots()
 
 declare -A major_time=()
 run_start=$SECONDS
+
+# The manual, once: its links resolve, the reference has every function
+# and setting, and the README stays short.
+echo "== the manual"
+docs_status=ok
+docs_out=$(/usr/bin/python3 "$ZKLOCK_SRC/test/docs_check.py" 2>&1) || docs_status=FAILED
+echo "$docs_out"
+record - "(any)" manual "$docs_status" "$(echo "$docs_out" | tail -1 | sed 's/^docs: //')" 0
 for entry in "${matrix[@]}"; do
 	read -r major where suites <<<"$entry"
 	wanted_major "$major" || continue
