@@ -44,7 +44,7 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter $(if $(WERROR),-Werror)
 # pg_regress and isolation tests need a running ZooKeeper and a temporary
 # instance pointed at it: test/run-all.sh provides both through
 # EXTRA_REGRESS_OPTS (--temp-instance, --temp-config).
-REGRESS = setup surface reentrancy names modes errors xact discard privileges revocation fence cleanup upgrade
+REGRESS = setup surface reentrancy names modes errors xact discard privileges revocation fence batch_job cleanup upgrade
 ISOLATION = fifo try_timeout xact_locks abort_undo cancel_wait modes_order downgrade
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso
 TAP_TESTS = 1

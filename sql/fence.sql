@@ -14,9 +14,7 @@ SELECT zk_lock_fence('reports', 7);
 SELECT resource, token FROM zk_lock_fences ORDER BY resource;
 
 -- The refusal names the resource, both tokens, and says what happened.
-\set VERBOSITY verbose
 SELECT zk_lock_fence('billing', 3);
-\set VERBOSITY default
 
 -- The refused transaction rolls back, with what it wrote.
 CREATE TABLE invoices (id int, amount int);

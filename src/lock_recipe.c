@@ -434,11 +434,12 @@ judge_listing(Attempt *a, const char *own, char **pred)
 	if (v.other_permits >= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("semaphore is in use with a different number of permits"),
-				 errdetail("Node \"%s/%s\" was taken with %d permits; this call asks for %d.",
+				 errmsg("zklock semaphore \"%s\" is in use with %d permits, not %d",
+						a->name, lock_node_permits(children[v.other_permits]),
+						a->permits),
+				 errdetail("Node \"%s/%s\" was taken with %d permits.",
 						   a->parent, children[v.other_permits],
-						   lock_node_permits(children[v.other_permits]),
-						   a->permits),
+						   lock_node_permits(children[v.other_permits])),
 				 errhint("Use the same permits for a semaphore everywhere.")));
 	if (v.predecessor >= 0)
 	{

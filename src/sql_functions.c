@@ -137,8 +137,9 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 	if (entry != NULL && mode == LOCK_MODE_SEMAPHORE && entry->permits != permits)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock semaphore \"%s\" is held with %d permits, not %d",
+				 errmsg("zklock semaphore \"%s\" is in use with %d permits, not %d",
 						name, entry->permits, permits),
+				 errdetail("This session holds it with %d permits.", entry->permits),
 				 errhint("Use the same permits for a semaphore everywhere.")));
 	if (entry != NULL)
 	{

@@ -761,11 +761,17 @@ zklock_worker_main(Datum arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			/* Settings that failed may have been mended: try them at once. */
+			/*
+			 * Settings that failed may have been mended: try them at once,
+			 * and let backends wait for that try, not fail with the last.
+			 */
 			if (worker_zh == NULL && settings_changed())
 			{
 				open_failures = 0;
 				retry_open_at = 0;
+				SpinLockAcquire(&zk_shared->mutex);
+				zk_shared->open_error = 0;
+				SpinLockRelease(&zk_shared->mutex);
 			}
 			if (worker_zh != NULL && close_deadline == 0 && settings_changed())
 			{

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Checks the manual: every link of README.md and docs/*.md resolves (files,
 and anchors as GitHub makes them from headings), every function of the
-install scripts and every zklock.* setting is in docs/reference.md, and the
-README stays short enough to read in one sitting (40 kB at most).
+install scripts and every zklock.* setting is in docs/reference.md, the
+README's batch job is the one the regression tests run, and the README
+stays short enough to read in one sitting (40 kB at most).
 
     python3 test/docs_check.py        (from anywhere; exits 1 on a problem)
 """
@@ -71,6 +72,12 @@ def main():
     for s in settings:
         if '`%s`' % s not in reference:
             problems.append('docs/reference.md: setting %s is not described' % s)
+
+    # The README's batch job is the one sql/batch_job.sql runs.
+    m = re.search(r'```sql\n(CREATE PROCEDURE nightly_billing\(\).*?END \$\$;)\n',
+                  (SRC / 'README.md').read_text(), re.S)
+    if m is None or m.group(1) not in (SRC / 'sql' / 'batch_job.sql').read_text():
+        problems.append('README.md: the batch job is not the one sql/batch_job.sql tests')
 
     size = (SRC / 'README.md').stat().st_size
     if size > README_MAX:
