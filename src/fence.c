@@ -9,6 +9,7 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "nodes/makefuncs.h"
 #include "parser/parse_func.h"
