@@ -177,7 +177,7 @@ extern bool worker_defer(DeferKind kind, Call *call, WorkerWatch *ww);
 extern void worker_flush_deferred(void);
 extern void worker_drop_deferred(void);
 extern void worker_drain_queue(void);
-extern void worker_issue_backlog(bool all);
+extern void worker_issue_backlog(void);
 
 /* worker_watches.c */
 extern WorkerWatch *worker_watch_new(int slot, uint32 incarnation,

@@ -618,14 +618,14 @@ take_request(dsa_pointer dp, SharedRequest *sr)
 
 /*
  * Carry out the backlog's requests while fewer than WORKER_MAX_IN_FLIGHT
- * calls wait for answers; all of them when the session is closed (each is
- * then answered at once).
+ * calls wait for answers; all of them when no session is open (each is then
+ * answered at once).
  */
 void
-worker_issue_backlog(bool all)
+worker_issue_backlog(void)
 {
 	while (DsaPointerIsValid(backlog_head) &&
-		   (all || worker_zh == NULL || worker_calls_in_flight < WORKER_MAX_IN_FLIGHT))
+		   (worker_zh == NULL || worker_calls_in_flight < WORKER_MAX_IN_FLIGHT))
 	{
 		dsa_pointer dp = backlog_head;
 		SharedRequest *sr = dsa_get_address(zk_area, dp);
@@ -670,5 +670,5 @@ worker_drain_queue(void)
 		backlog_tail = last;
 		backlog_length += n;
 	}
-	worker_issue_backlog(false);
+	worker_issue_backlog();
 }

@@ -53,21 +53,18 @@ live_add(ZkRequest *req)
 	if (live_requests)
 		live_requests->prev_live = req;
 	live_requests = req;
-	req->live = true;
 }
 
+/* Before the request is done: a done one is on no list. */
 static void
 live_remove(ZkRequest *req)
 {
-	if (!req->live)
-		return;
 	if (req->prev_live)
 		req->prev_live->next_live = req->next_live;
 	else
 		live_requests = req->next_live;
 	if (req->next_live)
 		req->next_live->prev_live = req->prev_live;
-	req->live = false;
 }
 
 /*
@@ -80,16 +77,20 @@ forsake_live_requests(void)
 	while (live_requests != NULL)
 	{
 		ZkRequest  *req = live_requests;
-		SharedRequest *sr = dsa_get_address(zk_area, req->shared);
+		dsa_pointer dp = req->shared;
+		SharedRequest *sr = dsa_get_address(zk_area, dp);
 		uint32		expected = REQ_QUEUED;
 
 		live_remove(req);
+		/* Its shared part is not this backend's any more. */
+		req->done = true;
+		req->shared = InvalidDsaPointer;
 		if (!pg_atomic_compare_exchange_u32(&sr->state, &expected, REQ_ABANDONED))
 		{
 			pg_read_barrier();
 			if (DsaPointerIsValid(sr->result))
 				zk_shared_free(sr->result);
-			zk_shared_free(req->shared);
+			zk_shared_free(dp);
 		}
 	}
 }
@@ -592,7 +593,8 @@ bridge_done(ZkRequest *req)
 static void
 request_destroy(ZkRequest *req)
 {
-	live_remove(req);
+	if (!req->done)
+		live_remove(req);
 	free(req->path);
 	free(req->tag);
 	free(req->created);

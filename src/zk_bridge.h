@@ -36,10 +36,9 @@ typedef struct ZkRequest
 	int			data_len;		/* GET: its length, without the NUL */
 	int			nchildren;		/* CHILDREN */
 	char	  **children;
-	/* This backend's requests whose shared part it still owns. */
+	/* This backend's requests not done: their shared part is its own. */
 	struct ZkRequest *prev_live;
 	struct ZkRequest *next_live;
-	bool		live;
 } ZkRequest;
 
 extern void bridge_take_counts(uint64_t *counts);

@@ -435,7 +435,7 @@ close_session(bool lost, bool keep_margin)
 		}
 	}
 	/* What waited for its turn is answered now: its session is gone. */
-	worker_issue_backlog(true);
+	worker_issue_backlog();
 	dlist_foreach_modify(it, &worker_watches)
 		worker_watch_free(dlist_container(WorkerWatch, all, it.cur));
 	for (int i = 0; i < zk_shared->nslots; i++)
@@ -719,7 +719,7 @@ static void
 worker_exit(int code, Datum arg)
 {
 	close_session(false, worker_zh != NULL && commits_under_way());
-	worker_issue_backlog(true);
+	worker_issue_backlog();
 	SpinLockAcquire(&zk_shared->mutex);
 	zk_shared->worker_pid = 0;
 	zk_shared->worker_latch = NULL;
