@@ -23,7 +23,7 @@ our @EXPORT = qw(
   ZK_ROOT start_zk zk_node zk_configure
   no_orphans_ok tree_empty_ok
   install_cs_log check_critical_sections
-  zklock_wait_event wait_for_wait_event elapsed_since
+  zklock_wait_event wait_for_wait_event still_waits elapsed_since
   session send_query wait_marker poll_query zk_session_field wait_session_state
   cs_begin_sql cs_end_sql cs_waiter_sql queue_nodes
   freeze_until_suspended finish_checks fakedns_lib sleep_for
@@ -190,6 +190,26 @@ sub wait_for_wait_event
 	return $node->poll_query_until('postgres', qq{
 SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity
  WHERE application_name = '$appname'}, 'Extension/' . zklock_wait_event($node));
+}
+
+# True while the backend that $where picks out (a condition on
+# pg_stat_activity) still runs its statement and waits in zklock.  A waiter
+# leaves its wait for a moment whenever a watch or its deadlock check wakes
+# it, so one look may miss the wait: look again, for up to two seconds,
+# until it shows or the statement is over.
+sub still_waits
+{
+	my ($node, $where) = @_;
+	my $want = 'active/' . zklock_wait_event($node);
+	for (1 .. 100)
+	{
+		my $seen = $node->safe_psql('postgres',
+			"SELECT state || '/' || coalesce(wait_event, '') FROM pg_stat_activity WHERE $where");
+		return 1 if $seen eq $want;
+		return 0 if $seen !~ m{^active/};
+		sleep(0.02);
+	}
+	return 0;
 }
 
 # A background psql session on $node, named $name, that goes on after errors.

@@ -56,9 +56,8 @@ SELECT pid || ' ' || database || ' ' || usename || ' ' || (host_port LIKE '%:' |
 	"the waiting writer's pid, database, user and host:port");
 
 $reader_a->query_safe(q{SELECT zk_lock_release_shared('catalog')});
-is($node_a->safe_psql('postgres',
-		q{SELECT wait_event FROM pg_stat_activity WHERE application_name = 'writer'}),
-	zklock_wait_event($node_a), 'the writer still waits for the other reader');
+ok(still_waits($node_a, q{application_name = 'writer'}),
+	'the writer still waits for the other reader');
 $reader_b->query_safe(q{SELECT zk_lock_release_shared('catalog')});
 wait_marker($writer, 'writer-granted');
 pass('the writer gets the lock once both readers are gone');

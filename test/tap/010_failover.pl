@@ -69,9 +69,8 @@ for my $victim_role (qw(leader holders_server))
 	is($state, 'held', "$victim_role: holder still holds the lock");
 	is_deeply(queue_nodes($zk, $lock), $queue,
 		"$victim_role: holder and waiter kept their places");
-	is($node_b->safe_psql('postgres',
-		"SELECT wait_event FROM pg_stat_activity WHERE application_name = 'waiter_$victim_role'"),
-		zklock_wait_event($node_b), "$victim_role: waiter still waits");
+	ok(still_waits($node_b, "application_name = 'waiter_$victim_role'"),
+		"$victim_role: waiter still waits");
 
 	my ($out, $err) = $holder->query(cs_end_sql("holder_$victim_role"));
 	is($err, 0, "$victim_role: holder's COMMIT succeeds") or diag $holder->{stderr};
