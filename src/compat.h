@@ -63,12 +63,15 @@ zk_json_lexer(const char *json, int len, int encoding)
 #endif
 
 /*
- * The wait event zklock's waits show in pg_stat_activity: from 17 on a
- * custom one, "ZkLockWait" (type Extension); before, plain "Extension".
+ * The wait events zklock's waits show in pg_stat_activity: from 17 on its
+ * own, of type Extension ("ZkLockWait" for a backend waiting for a lock or
+ * a reply, "ZkSessionWorkerMain" for the session worker between events);
+ * before, plain "Extension".
  */
 #if PG_VERSION_NUM >= 170000
 #include "utils/wait_event.h"
 #define ZKLOCK_WAIT_EVENT() zklock_wait_event()
+#define ZKLOCK_WORKER_WAIT_EVENT() zklock_worker_wait_event()
 static inline uint32
 zklock_wait_event(void)
 {
@@ -78,8 +81,18 @@ zklock_wait_event(void)
 		event = WaitEventExtensionNew("ZkLockWait");
 	return event;
 }
+static inline uint32
+zklock_worker_wait_event(void)
+{
+	static uint32 event = 0;
+
+	if (event == 0)
+		event = WaitEventExtensionNew("ZkSessionWorkerMain");
+	return event;
+}
 #else
 #define ZKLOCK_WAIT_EVENT() PG_WAIT_EXTENSION
+#define ZKLOCK_WORKER_WAIT_EVENT() PG_WAIT_EXTENSION
 #endif
 
 /*

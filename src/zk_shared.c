@@ -77,6 +77,7 @@ zk_shmem_startup(void)
 
 		memset(zk_shared, 0, shared_size());
 		SpinLockInit(&zk_shared->mutex);
+		pg_atomic_init_u32(&zk_shared->previous_session, 0);
 		pg_atomic_init_u64(&zk_shared->queue, InvalidDsaPointer);
 		pg_atomic_init_u64(&zk_shared->live_records, 0);
 		pg_atomic_init_u32(&zk_shared->requests_in_flight, 0);

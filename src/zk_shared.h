@@ -115,6 +115,7 @@ typedef struct ZkShared
 	slock_t		mutex;			/* everything below but the counters */
 	pid_t		worker_pid;
 	Latch	   *worker_latch;
+	pg_atomic_uint32 previous_session;	/* PREVIOUS_SESSION_*, zk_worker.c */
 	pg_atomic_uint64 queue;		/* last request queued, linked by next */
 	uint64		generation;		/* of the open handle; 0: none */
 	uint64		last_generation;	/* never reused while the server runs */

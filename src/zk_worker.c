@@ -25,6 +25,13 @@
  * reattaches to the old session and closes it, which frees the server's
  * locks at once instead of after the session timeout.
  *
+ * Two background workers do this.  The session worker connects to the
+ * shared catalogs only, so that it shows in pg_stat_activity (which
+ * PostgreSQL allows from a consistent state on); the session reaper starts
+ * with the postmaster, ends the session a crashed worker left before
+ * recovery begins, and exits.  Whichever comes first ends it; the other
+ * waits for that (previous_session in ZkShared).
+ *
  * This file runs the loop and the session; worker_requests.c carries out the
  * requests, worker_watches.c keeps the watches, worker_backends.c what each
  * backend owns (worker_int.h is what they share).
@@ -56,10 +63,23 @@
 #include "zk_worker.h"
 
 PGDLLEXPORT void zklock_worker_main(Datum arg);
+PGDLLEXPORT void zklock_reaper_main(Datum arg);
 
 /* Seconds after which the postmaster starts a worker that exited again. */
 #define ZKLOCK_WORKER_RESTART_S 1
-/* How long to wait before opening a session again after zookeeper_init failed. */
+
+/*
+ * The reaper exits with 1 once its work is done: a worker that exits with
+ * 0 is forgotten at the next crash, and the reaper must run after each.  So
+ * it is started again after a day, to find its work done and exit again.
+ */
+#define ZKLOCK_REAPER_RESTART_S (24 * 3600)
+
+/* previous_session in ZkShared: shared memory starts it at 0. */
+#define PREVIOUS_SESSION_UNCLAIMED 0
+#define PREVIOUS_SESSION_CLAIMED 1	/* someone is ending it */
+#define PREVIOUS_SESSION_ENDED 2
+
 /* A session that could not be opened is tried again after 1 s, 2 s ... 32 s. */
 #define OPEN_RETRY_MS 1000
 #define OPEN_RETRY_MAX_DOUBLINGS 5
@@ -612,7 +632,7 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 	if (!(events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE)))
 		fd = PGINVALID_SOCKET;
 	rc = WaitLatchOrSocket(MyLatch, events, fd, timeout < 0 ? 1000 : timeout,
-						   PG_WAIT_EXTENSION);
+						   ZKLOCK_WORKER_WAIT_EVENT());
 	if (rc & WL_LATCH_SET)
 		ResetLatch(MyLatch);
 	if (rc & WL_SOCKET_READABLE)
@@ -709,7 +729,68 @@ end_previous_session(void)
 	session_file_remove();
 }
 
+/*
+ * Claim the previous session's end.  False if someone else claimed it: then
+ * *ended says whether they are done.
+ */
+static bool
+claim_previous_session(bool *ended)
+{
+	uint32		seen = PREVIOUS_SESSION_UNCLAIMED;
+
+	if (pg_atomic_compare_exchange_u32(&zk_shared->previous_session, &seen,
+									   PREVIOUS_SESSION_CLAIMED))
+		return true;
+	*ended = seen == PREVIOUS_SESSION_ENDED;
+	return false;
+}
+
+static void
+previous_session_ended(void)
+{
+	Latch	   *worker_latch;
+
+	pg_atomic_write_u32(&zk_shared->previous_session, PREVIOUS_SESSION_ENDED);
+	SpinLockAcquire(&zk_shared->mutex);
+	worker_latch = zk_shared->worker_latch;
+	SpinLockRelease(&zk_shared->mutex);
+	zk_wake(worker_latch);
+}
+
+/* A reaper that claimed the work and fails leaves it to the worker. */
+static void
+reaper_exit(int code, Datum arg)
+{
+	uint32		claimed = PREVIOUS_SESSION_CLAIMED;
+
+	pg_atomic_compare_exchange_u32(&zk_shared->previous_session, &claimed,
+								   PREVIOUS_SESSION_UNCLAIMED);
+}
+
+/*
+ * The session reaper: at postmaster start and after each crash, before
+ * recovery (which may take long, and the session worker waits for a
+ * consistent state), end the session the last worker left.
+ */
+void
+zklock_reaper_main(Datum arg)
+{
+	bool		ended;
+
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+	zk_shared_attach();
+	before_shmem_exit(reaper_exit, (Datum) 0);
+	if (claim_previous_session(&ended))
+	{
+		end_previous_session();
+		previous_session_ended();
+	}
+	proc_exit(1);
+}
+
 /* ---- the worker ---- */
+
 
 /*
  * At exit: a session with commits under way is left to expire, not ended
@@ -730,9 +811,15 @@ worker_exit(int code, Datum arg)
 void
 zklock_worker_main(Datum arg)
 {
+	bool		ended = false;
+
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	/* pg_cancel_backend has no statement of ours to cancel. */
+	pqsignal(SIGINT, SIG_IGN);
 	BackgroundWorkerUnblockSignals();
+	/* Shared catalogs only: to be seen in pg_stat_activity. */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 
 	zk_shared_attach();
 	worker_slots = MemoryContextAllocZero(TopMemoryContext,
@@ -753,7 +840,22 @@ zklock_worker_main(Datum arg)
 	ereport(LOG,
 			(errmsg("zklock session worker started (ZooKeeper at %s)", zklock_hosts)));
 
+	/*
+	 * The reaper may be ending the previous session: a new one must not be
+	 * opened (and its file written) before.  A worker that exited without
+	 * closing its session, after the reaper's turn, left one too.
+	 */
+	while (!claim_previous_session(&ended) && !ended)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 100, ZKLOCK_WORKER_WAIT_EVENT());
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ShutdownRequestPending)
+			proc_exit(1);
+	}
 	end_previous_session();
+	previous_session_ended();
 
 	while (!ShutdownRequestPending)
 	{
@@ -822,20 +924,31 @@ zklock_worker_main(Datum arg)
 	proc_exit(1);
 }
 
-/* _PG_init: one session worker per server. */
+/* _PG_init: the session worker and its reaper, one each per server. */
 void
 zk_worker_register(void)
 {
 	BackgroundWorker worker;
 
 	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	/* Before recovery: standbys take locks too. */
-	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
+		BGWORKER_BACKEND_DATABASE_CONNECTION;
+	/* As soon as backends may connect: hot standbys take locks too. */
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
 	worker.bgw_restart_time = ZKLOCK_WORKER_RESTART_S;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "zklock");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "zklock_worker_main");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "zklock session worker");
 	snprintf(worker.bgw_type, BGW_MAXLEN, "zklock session worker");
+	RegisterBackgroundWorker(&worker);
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
+	worker.bgw_restart_time = ZKLOCK_REAPER_RESTART_S;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "zklock");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "zklock_reaper_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "zklock session reaper");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "zklock session reaper");
 	RegisterBackgroundWorker(&worker);
 }

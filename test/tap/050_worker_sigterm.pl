@@ -5,7 +5,9 @@
 # acquisition on the server failed with 08001 until PostgreSQL was
 # restarted.  Now it says so in the log and exits so that the postmaster
 # starts it again: locks work again within a few seconds, five times over.
-# A server that shuts down does not start it again.
+# A server that shuts down does not start it again.  The worker shows in
+# pg_stat_activity and answers pg_cancel_backend, pg_terminate_backend and
+# pg_log_backend_memory_contexts as an operator expects (item 2).
 
 use strict;
 use warnings;
@@ -40,6 +42,43 @@ for my $round (1 .. 5)
 }
 ok($node->log_contains('zklock session worker stopping on request; it is started again in 1 s'),
 	'the log says the worker stops and is started again');
+
+# Visible as an operator expects (issue 27, item 2): in pg_stat_activity,
+# with its own backend_type and its wait event between events, its pid the
+# one zk_session() gives.  pg_cancel_backend leaves it (and its session)
+# alone, pg_log_backend_memory_contexts reaches it, pg_terminate_backend
+# stops it and the postmaster starts it again.
+{
+	my $pid = worker_pid($node);
+	my $event = $node->pg_version >= 17 ? 'ZkSessionWorkerMain' : 'Extension';
+	ok( $node->poll_query_until('postgres', qq{
+SELECT backend_type || '/' || coalesce(datname, '-') || '/' || wait_event_type || '/' || wait_event
+  FROM pg_stat_activity WHERE pid = $pid}, "zklock session worker/-/Extension/$event"),
+		"pg_stat_activity shows the worker, connected to no database, waiting in $event");
+	is($node->safe_psql('postgres', 'SELECT worker_pid FROM zk_session()'), $pid,
+		'zk_session() gives its pid');
+	my $session = $node->safe_psql('postgres', 'SELECT session_id FROM zk_session()');
+	is($node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)"), 't', 'pg_cancel_backend of the worker');
+	sleep_for(1);
+	is($node->safe_psql('postgres', 'SELECT worker_pid || session_id FROM zk_session()'),
+		$pid . $session, 'cancelled, the worker and its session go on');
+	my $offset = -s $node->logfile;
+	is($node->safe_psql('postgres', "SELECT pg_log_backend_memory_contexts($pid)"), 't',
+		'pg_log_backend_memory_contexts of the worker');
+	ok($node->wait_for_log(qr/logging memory contexts of PID $pid/, $offset),
+		'the worker logs its memory contexts');
+	my $t0 = time;
+	is($node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)"), 't', 'pg_terminate_backend of the worker');
+	ok( $node->poll_query_until('postgres', qq{
+SELECT count(*) = 1 FROM pg_stat_activity
+ WHERE backend_type = 'zklock session worker' AND pid <> $pid}),
+		'a new worker shows in pg_stat_activity');
+	is($node->safe_psql('postgres', q{SELECT zk_lock_acquire('after-terminate', 10000)}), 't',
+		sprintf('a lock is granted again, %.1f s after pg_terminate_backend', time - $t0));
+	is($node->safe_psql('postgres',
+			q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'zklock session reaper'}),
+		'0', 'the reaper, which ends a crashed worker\'s session, is not running');
+}
 
 # A worker stopped with requests in flight (ZooKeeper stopped: their replies
 # never come to it): the shared area's records are back where they were once
