@@ -779,7 +779,6 @@ zklock_reaper_main(Datum arg)
 
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	BackgroundWorkerUnblockSignals();
-	zk_shared_attach();
 	before_shmem_exit(reaper_exit, (Datum) 0);
 	if (claim_previous_session(&ended))
 	{
