@@ -811,6 +811,7 @@ void
 zklock_worker_main(Datum arg)
 {
 	bool		ended = false;
+	MemoryContext turn_context;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
@@ -856,8 +857,16 @@ zklock_worker_main(Datum arg)
 	end_previous_session();
 	previous_session_ended();
 
+	/*
+	 * What a turn allocates and does not keep is freed with it: what is
+	 * kept is allocated in TopMemoryContext by name.
+	 */
+	turn_context = AllocSetContextCreate(TopMemoryContext, "zklock worker turn",
+										 ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(turn_context);
 	while (!ShutdownRequestPending)
 	{
+		MemoryContextReset(turn_context);
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;

@@ -67,6 +67,8 @@ SELECT backend_type || '/' || coalesce(datname, '-') || '/' || wait_event_type |
 		'pg_log_backend_memory_contexts of the worker');
 	ok($node->wait_for_log(qr/logging memory contexts of PID $pid/, $offset),
 		'the worker logs its memory contexts');
+	ok($node->wait_for_log(qr/zklock worker turn: \d+ total in/, $offset),
+		'among them the context each turn of its loop allocates in, and frees');
 	my $t0 = time;
 	is($node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)"), 't', 'pg_terminate_backend of the worker');
 	ok( $node->poll_query_until('postgres', qq{
