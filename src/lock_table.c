@@ -271,16 +271,6 @@ lock_table_release_all_session(bool revoked_only)
 	return released;
 }
 
-/*
- * Was the entry's node deleted by another client while its session lives?
- */
-static bool
-node_deleted(LockEntry *entry, uint64 live_generation)
-{
-	return entry->generation == live_generation &&
-		bridge_held_deleted(entry->watch);
-}
-
 /* The WARNING's message for a lost lock or semaphore. */
 static int
 lost_message(LockEntry *entry)
@@ -313,22 +303,20 @@ lock_table_forget_lost(uint64 live_generation, bool deletions,
 	hash_seq_init(&status, lock_table);
 	while ((entry = hash_seq_search(&status)) != NULL)
 	{
-		if (entry->generation == live_generation &&
-			!node_deleted(entry, live_generation))
+		/* In the live session: lost only if another client deleted its node. */
+		bool		deleted = entry->generation == live_generation;
+
+		if (deleted && !bridge_held_deleted(entry->watch))
 			continue;
-		if (entry->generation == live_generation)
-			ereport(WARNING,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 lost_message(entry),
-					 errdetail("Its ZooKeeper node \"%s\" was deleted by another client, so other sessions may have held it since.",
-							   entry->node),
-					 errhint("Use fencing tokens (zk_lock_token) to make stale holders harmless.")));
-		else
-			ereport(WARNING,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 lost_message(entry),
-					 errdetail("Its ZooKeeper session expired or was disconnected for longer than the session timeout, so other sessions may have held it since."),
-					 errhint("Use fencing tokens (zk_lock_token) to make stale holders harmless.")));
+		ereport(WARNING,
+				(errcode(deleted ? ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE :
+						 ERRCODE_CONNECTION_FAILURE),
+				 lost_message(entry),
+				 deleted ?
+				 errdetail("Its ZooKeeper node \"%s\" was deleted by another client, so other sessions may have held it since.",
+						   entry->node) :
+				 errdetail("Its ZooKeeper session expired or was disconnected for longer than the session timeout, so other sessions may have held it since."),
+				 errhint("Use fencing tokens (zk_lock_token) to make stale holders harmless.")));
 		if (forgotten++ == 0)
 			strlcpy(first, LOCK_ENTRY_NAME(entry), ZKLOCK_NAME_MAX + 1);
 		if (name != NULL && entry->mode == mode &&

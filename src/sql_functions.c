@@ -313,11 +313,16 @@ zk_lock_release_all(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(zklock_release_all_session_locks());
 }
 
-/* The token of the lock held in the strongest mode: exclusive, shared, semaphore. */
-Datum
-zk_lock_token(PG_FUNCTION_ARGS)
+/*
+ * The entries this session holds of the lock named by the first argument,
+ * strongest mode first (exclusive, shared, semaphore), lost ones forgotten
+ * first; returns how many.
+ */
+static int
+held_entries(FunctionCallInfo fcinfo, LockEntry **entries)
 {
 	char	   *name = zklock_name_arg(fcinfo, 0);
+	int			n = 0;
 
 	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
 	for (LockMode mode = LOCK_MODE_EXCLUSIVE; mode <= LOCK_MODE_SEMAPHORE; mode++)
@@ -325,9 +330,20 @@ zk_lock_token(PG_FUNCTION_ARGS)
 		LockEntry  *entry = lock_table_find(name, mode);
 
 		if (entry != NULL)
-			PG_RETURN_INT64(entry->token);
+			entries[n++] = entry;
 	}
-	PG_RETURN_NULL();
+	return n;
+}
+
+/* The token of the lock held in the strongest mode. */
+Datum
+zk_lock_token(PG_FUNCTION_ARGS)
+{
+	LockEntry  *entries[LOCK_MODE_SEMAPHORE + 1];
+
+	if (held_entries(fcinfo, entries) == 0)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(entries[0]->token);
 }
 
 /*
@@ -338,14 +354,12 @@ zk_lock_token(PG_FUNCTION_ARGS)
 Datum
 zk_lock_release_requested(PG_FUNCTION_ARGS)
 {
-	char	   *name = zklock_name_arg(fcinfo, 0);
+	LockEntry  *entries[LOCK_MODE_SEMAPHORE + 1];
+	int			n = held_entries(fcinfo, entries);
 
-	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
-	for (LockMode mode = LOCK_MODE_EXCLUSIVE; mode <= LOCK_MODE_SEMAPHORE; mode++)
+	for (int i = 0; i < n; i++)
 	{
-		LockEntry  *entry = lock_table_find(name, mode);
-
-		if (entry != NULL && bridge_held_release_requested(entry->watch))
+		if (bridge_held_release_requested(entries[i]->watch))
 			PG_RETURN_BOOL(true);
 	}
 	PG_RETURN_BOOL(false);
