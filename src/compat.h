@@ -62,6 +62,11 @@ zk_json_lexer(const char *json, int len, int encoding)
 #define ZK_JSON_ACTION_OK return
 #endif
 
+/* 19 gives signal handlers a type of their own, and SIG_IGN as that type. */
+#ifndef PG_SIG_IGN
+#define PG_SIG_IGN SIG_IGN
+#endif
+
 /*
  * The wait events zklock's waits show in pg_stat_activity: from 17 on its
  * own, of type Extension ("ZkLockWait" for a backend waiting for a lock or
@@ -70,25 +75,17 @@ zk_json_lexer(const char *json, int len, int encoding)
  */
 #if PG_VERSION_NUM >= 170000
 #include "utils/wait_event.h"
-#define ZKLOCK_WAIT_EVENT() zklock_wait_event()
-#define ZKLOCK_WORKER_WAIT_EVENT() zklock_worker_wait_event()
+#define ZKLOCK_WAIT_EVENT() zklock_wait_event(0)
+#define ZKLOCK_WORKER_WAIT_EVENT() zklock_wait_event(1)
 static inline uint32
-zklock_wait_event(void)
+zklock_wait_event(int which)
 {
-	static uint32 event = 0;
+	static const char *const names[] = {"ZkLockWait", "ZkSessionWorkerMain"};
+	static uint32 events[lengthof(names)];
 
-	if (event == 0)
-		event = WaitEventExtensionNew("ZkLockWait");
-	return event;
-}
-static inline uint32
-zklock_worker_wait_event(void)
-{
-	static uint32 event = 0;
-
-	if (event == 0)
-		event = WaitEventExtensionNew("ZkSessionWorkerMain");
-	return event;
+	if (events[which] == 0)
+		events[which] = WaitEventExtensionNew(names[which]);
+	return events[which];
 }
 #else
 #define ZKLOCK_WAIT_EVENT() PG_WAIT_EXTENSION

@@ -816,7 +816,7 @@ zklock_worker_main(Datum arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	/* pg_cancel_backend has no statement of ours to cancel. */
-	pqsignal(SIGINT, SIG_IGN);
+	pqsignal(SIGINT, PG_SIG_IGN);
 	BackgroundWorkerUnblockSignals();
 	/* Shared catalogs only: to be seen in pg_stat_activity. */
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
@@ -932,31 +932,35 @@ zklock_worker_main(Datum arg)
 	proc_exit(1);
 }
 
-/* _PG_init: the session worker and its reaper, one each per server. */
-void
-zk_worker_register(void)
+static void
+register_worker(const char *name, const char *function, int flags,
+				BgWorkerStartTime start_time, int restart_s)
 {
 	BackgroundWorker worker;
 
 	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
-		BGWORKER_BACKEND_DATABASE_CONNECTION;
-	/* As soon as backends may connect: hot standbys take locks too. */
-	worker.bgw_start_time = BgWorkerStart_ConsistentState;
-	worker.bgw_restart_time = ZKLOCK_WORKER_RESTART_S;
+	worker.bgw_flags = flags;
+	worker.bgw_start_time = start_time;
+	worker.bgw_restart_time = restart_s;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "zklock");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "zklock_worker_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "zklock session worker");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "zklock session worker");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", name);
 	RegisterBackgroundWorker(&worker);
+}
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
-	worker.bgw_restart_time = ZKLOCK_REAPER_RESTART_S;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "zklock");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "zklock_reaper_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "zklock session reaper");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "zklock session reaper");
-	RegisterBackgroundWorker(&worker);
+/*
+ * _PG_init: the session worker and its reaper, one each per server.  The
+ * worker starts as soon as backends may connect (hot standbys take locks
+ * too), the reaper before recovery.
+ */
+void
+zk_worker_register(void)
+{
+	register_worker("zklock session worker", "zklock_worker_main",
+					BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION,
+					BgWorkerStart_ConsistentState, ZKLOCK_WORKER_RESTART_S);
+	register_worker("zklock session reaper", "zklock_reaper_main",
+					BGWORKER_SHMEM_ACCESS,
+					BgWorkerStart_PostmasterStart, ZKLOCK_REAPER_RESTART_S);
 }
