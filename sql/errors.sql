@@ -6,6 +6,13 @@ SELECT sqlstate_of($$SELECT zk_lock_acquire('neg', -1)$$);
 SELECT sqlstate_of($$SELECT zk_lock_xact_acquire('neg', -5)$$);
 SELECT zk_lock_acquire('neg', -1);
 
+-- The timeout is an integer: a quoted one resolves to it, an interval is
+-- passed as milliseconds, and one beyond integer's range is an error.
+SELECT zk_lock_acquire('timeout-forms', '5000') AND zk_lock_release('timeout-forms') AS quoted,
+       zk_lock_acquire('timeout-forms', (extract(epoch FROM interval '5 s') * 1000)::integer)
+         AND zk_lock_release('timeout-forms') AS from_interval;
+SELECT sqlstate_of($$SELECT zk_lock_acquire('timeout-forms', 2147483648)$$);
+
 -- Settings are checked when set.  The server's session settings are set in
 -- the configuration (reload to change them), never in a session: 55P02.
 SET zklock.hosts = '127.0.0.1:2181';

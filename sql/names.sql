@@ -48,3 +48,27 @@ SELECT zk_lock_try_acquire(NULL);
 SELECT zk_lock_release('');
 SELECT zk_lock_token(NULL);
 SELECT * FROM my_locks;
+
+-- A name is one lock in databases of any encoding: it goes to ZooKeeper in
+-- UTF-8 and is read back into each database's encoding.  A LATIN1 database
+-- (dblink converts between it and this one) takes 'café' and an absolute
+-- path with 'é'; here they are held, under the names they have here.
+CREATE DATABASE zklock_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C'
+  TEMPLATE template0;
+SELECT dblink_connect('latin1', 'dbname=zklock_latin1');
+SELECT dblink_exec('latin1', 'CREATE EXTENSION zklock');
+SELECT * FROM dblink('latin1', $$SELECT current_setting('server_encoding'),
+                                       zk_lock_acquire('café'),
+                                       zk_lock_acquire('/zklock_regress/paths/é')$$)
+  AS t(encoding text, name_taken bool, path_taken bool);
+SELECT zk_lock_try_acquire('café') AS cafe_free,
+       zk_lock_try_acquire('/zklock_regress/paths/é') AS path_free;
+SELECT lock_name, mode, database FROM zk_cluster_locks WHERE lock_name = 'café';
+SELECT lock_name, mode, database FROM zk_lock_holders('/zklock_regress/paths/é');
+-- What LATIN1 lacks is listed there under its node's name.
+SELECT zk_lock_acquire('€uro');
+SELECT * FROM dblink('latin1', $$SELECT lock_name, database FROM zk_cluster_locks
+                                 ORDER BY lock_name$$) AS t(lock_name text, database text);
+SELECT zk_lock_release('€uro');
+SELECT dblink_disconnect('latin1');
+DROP DATABASE zklock_latin1 WITH (FORCE);

@@ -14,12 +14,19 @@
  * that zklock can share locks with Curator, Kazoo and other clients.  Only
  * superusers may use any such path; other roles only those that
  * zklock.absolute_paths allows (see zklock_parent_path).
+ *
+ * Names go to ZooKeeper in UTF-8 whatever the database's encoding, so that
+ * 'café' is one lock in a UTF8 and a LATIN1 database, and are read back
+ * into it.  A SQL_ASCII database, which knows no encoding, sends its bytes
+ * as they are.
  */
 #include "postgres.h"
 
 #include <ctype.h>
 
+#include "catalog/namespace.h"
 #include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
 
@@ -33,6 +40,48 @@ is_safe_byte(unsigned char c)
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 		(c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
 		c == '~' || c == ':' || c == '@' || c == '+' || c == '=' || c == ',';
+}
+
+/* The name as it goes to ZooKeeper. */
+static char *
+name_to_utf8(const char *name)
+{
+	if (GetDatabaseEncoding() == PG_SQL_ASCII)
+		return unconstify(char *, name);
+	return pg_server_to_any(name, strlen(name), PG_UTF8);
+}
+
+/*
+ * A name read from ZooKeeper, in the database's encoding; NULL if it has no
+ * such text (not UTF-8, or a character the encoding lacks).
+ */
+static char *
+name_from_utf8(char *utf8)
+{
+	int			encoding = GetDatabaseEncoding();
+	int			len = strlen(utf8);
+	int			room = len * MAX_CONVERSION_GROWTH + 1;
+	unsigned char *converted;
+	Oid			proc;
+
+	if (encoding == PG_SQL_ASCII)
+		return utf8;
+	if (!pg_verify_mbstr(PG_UTF8, utf8, len, true))
+		return NULL;
+	if (encoding == PG_UTF8)
+		return utf8;
+	proc = FindDefaultConversionProc(PG_UTF8, encoding);
+	if (!OidIsValid(proc))
+		return NULL;
+	converted = palloc(room);
+	if (pg_do_encoding_conversion_buf(proc, PG_UTF8, encoding,
+									  (unsigned char *) utf8, len,
+									  converted, room, true) != len)
+	{
+		pfree(converted);
+		return NULL;
+	}
+	return (char *) converted;
 }
 
 /* ERROR unless name is usable as a lock name. NULL is checked by callers. */
@@ -53,7 +102,7 @@ zklock_check_name(const char *name)
 						   len, ZKLOCK_NAME_MAX)));
 	if (name[0] != '/')
 		return;
-	if (!zklock_valid_znode_path(name))
+	if (!zklock_valid_znode_path(name_to_utf8(name)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lock name \"%s\" is not a valid ZooKeeper path", name),
@@ -133,10 +182,11 @@ zklock_parent_path(const char *name)
 
 	if (name[0] == '/')
 	{
-		check_path_access(name);
-		return pstrdup(name);
+		path = pstrdup(name_to_utf8(name));
+		check_path_access(path);
+		return path;
 	}
-	encoded = zklock_encode_name(name);
+	encoded = zklock_encode_name(name_to_utf8(name));
 	path = psprintf("%s/%s", zklock_root, encoded);
 
 	pfree(encoded);
@@ -144,14 +194,17 @@ zklock_parent_path(const char *name)
 }
 
 /*
- * The lock name a child of zklock.root stands for; NULL if the child is not
- * the encoding of any name.
+ * The lock name a child of zklock.root stands for, as text of this
+ * database; NULL if the child is not the encoding of any name.  A name this
+ * database cannot show (another client's bytes, or a character its encoding
+ * lacks) is shown as the child's own name.
  */
 char *
 zklock_decode_name(const char *encoded)
 {
 	StringInfoData buf;
 	char	   *again;
+	char	   *name;
 
 	initStringInfo(&buf);
 	for (const char *p = encoded; *p; p++)
@@ -175,5 +228,8 @@ zklock_decode_name(const char *encoded)
 		buf.data = NULL;
 	}
 	pfree(again);
-	return buf.data;
+	if (buf.data == NULL)
+		return NULL;
+	name = name_from_utf8(buf.data);
+	return name ? name : pstrdup(encoded);
 }

@@ -20,7 +20,6 @@
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
-#include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -337,23 +336,6 @@ emit_lock(QueueRead *r, LockRead *l, QueueRowEmitter emit, ReturnSetInfo *rsinfo
 }
 
 /*
- * The name a child of zklock.root stands for, as text of this database; a
- * name another server wrote in an encoding this one cannot read is shown as
- * its encoded node name.
- */
-static char *
-listed_name(const char *encoded)
-{
-	char	   *name = zklock_decode_name(encoded);
-
-	if (name == NULL)
-		return NULL;
-	if (!pg_verifymbstr(name, strlen(name), true))
-		return pstrdup(encoded);
-	return name;
-}
-
-/*
  * The queue of the lock named by the first argument, or with NULL of every
  * lock below zklock.root, one row per node.
  */
@@ -408,7 +390,7 @@ emit_queues(FunctionCallInfo fcinfo, QueueRowEmitter emit)
 				r.nlocks = 0;
 				for (int i = first; i < n && i < first + READ_BATCH; i++)
 				{
-					char	   *name = listed_name(children[i]);
+					char	   *name = zklock_decode_name(children[i]);
 
 					if (name == NULL)
 						continue;
