@@ -380,6 +380,21 @@ emit_queues(FunctionCallInfo fcinfo, QueueRowEmitter emit)
 			children = palloc(sizeof(char *) * (n + 1));
 			for (int i = 0; i < n; i++)
 				children[i] = pstrdup(r.listing->children[i]);
+
+			/*
+			 * No zklock.root: no lock was ever taken, unless the chroot
+			 * itself is missing, where none can be (and the listing would
+			 * only look empty).
+			 */
+			if (r.listing->rc == ZNONODE && strchr(zklock_hosts, '/') != NULL)
+			{
+				bridge_free(r.listing);
+				r.listing = NULL;
+				r.listing = bridge_exists("/");
+				await_request(r.listing);
+				if (r.listing->rc == ZNONODE)
+					zk_report_missing_chroot(zklock_root, ZNONODE);
+			}
 			bridge_free(r.listing);
 			r.listing = NULL;
 

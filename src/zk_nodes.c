@@ -11,6 +11,21 @@
 #include "zk_nodes.h"
 #include "zk_session.h"
 
+/*
+ * ERROR (55000): the chroot of zklock.hosts does not exist, as a request
+ * for path below it found (ZNONODE).  Nothing can be created or listed then.
+ */
+void
+zk_report_missing_chroot(const char *path, int rc)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("the chroot in zklock.hosts does not exist"),
+			 errdetail("A request for \"%s\" below it failed: %s.",
+					   path, zerror(rc)),
+			 errhint("Create the chroot node, or remove it from zklock.hosts.")));
+}
+
 /* The message of a refused request: one whole sentence per action. */
 static int
 denied_message(ZkAction action, const char *path)
@@ -120,12 +135,7 @@ zk_create_path(const char *target, int64 deadline, int *error)
 					*error = rc;
 			}
 			else if (rc == ZNONODE && i == 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("the chroot in zklock.hosts does not exist"),
-						 errdetail("Creating \"%s\" below it failed: %s.",
-								   reqs[i]->path, zerror(rc)),
-						 errhint("Create the chroot node, or remove it from zklock.hosts.")));
+				zk_report_missing_chroot(reqs[i]->path, rc);
 			/* Lost replies are harmless: the next create attempt retries. */
 			else if (rc != ZOK && rc != ZNODEEXISTS && !bridge_reply_lost(rc) &&
 					 rc != ZNONODE)

@@ -16,6 +16,7 @@ typedef enum ZkAction
 } ZkAction;
 
 extern void zk_report_error(int rc, ZkAction action, const char *path);
+extern void zk_report_missing_chroot(const char *path, int rc);
 extern bool zk_create_path(const char *path, int64 deadline, int *error);
 
 #endif							/* ZKLOCK_ZK_NODES_H */

@@ -128,6 +128,11 @@ ok(defined wait_worker_session($node_a), 'connects');
 $s->query(q{SELECT zk_lock_acquire('chrooted')});
 like($s->{stderr}, qr/ERROR:  .*the chroot in zklock.hosts does not exist/, 'a missing chroot is named');
 $s->{stderr} = '';
+# The cluster-wide listing says so too, rather than look empty.
+$s->query(q{SELECT count(*) FROM zk_cluster_locks});
+like($s->{stderr}, qr/ERROR:  55000: the chroot in zklock.hosts does not exist/,
+	'zk_cluster_locks: 55000, a missing chroot named, not 0 rows');
+$s->{stderr} = '';
 ok(reconfigure($node_a, 'zklock.hosts' => $hosts), 'back to the ensemble');
 ok(defined wait_worker_session($node_a), 'connected again');
 is($s->query_safe(q{SELECT count(*) FROM zk_locks}), '0', 'nothing held after all that');
