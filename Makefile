@@ -8,8 +8,6 @@ OBJS = \
 	src/zk_bridge.o \
 	src/zk_worker.o \
 	src/worker_requests.o \
-	src/worker_watches.o \
-	src/worker_backends.o \
 	src/session_file.o \
 	src/zk_session.o \
 	src/zk_nodes.o \

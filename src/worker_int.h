@@ -2,10 +2,9 @@
  * worker_int.h
  *	  What the parts of the session worker share; only they include it.
  *
- * zk_worker.c runs the loop and the session, worker_requests.c carries out
- * backends' requests and hands them their replies, worker_watches.c keeps
- * the watches set for backends, worker_backends.c what each backend owns
- * and the cleaning up after it.
+ * zk_worker.c runs the loop and the session; worker_requests.c carries out
+ * backends' requests, keeps the watches set for them and what each backend
+ * owns.  zk_worker.c calls worker_requests.c, never the other way round.
  */
 #ifndef ZKLOCK_WORKER_INT_H
 #define ZKLOCK_WORKER_INT_H
@@ -123,71 +122,38 @@ typedef struct Deferred
 	WorkerWatch *watch;
 } Deferred;
 
-/* The open session's handle and generation (zk_worker.c). */
+/* The open session's handle and generation, set by zk_worker.c. */
 extern zhandle_t *worker_zh;
 extern uint64 worker_generation;
 /* The credentials it was opened with: nodes get the protected ACL then. */
 extern char *worker_session_auth;
 
-/* Per backend slot (worker_backends.c); every watch (worker_watches.c). */
+/* Per backend slot; every watch. */
 extern WorkerSlot *worker_slots;
 extern dlist_head worker_watches;
 
-/* Calls handed to the client, and calls into it under way (worker_requests.c). */
+/* Calls handed to the client, and calls into it under way. */
 extern dlist_head worker_in_flight;
 extern int	worker_client_depth;
 
-/* worker_backends.c */
-extern ZkSlot *worker_shared_slot(int slot);
-extern Latch *worker_slot_latch(int slot, uint32 incarnation);
-extern WorkerSlot *worker_slot(int slot, uint32 incarnation);
-extern void worker_uncount(int slot, uint32 incarnation);
-extern void worker_count_for(int slot, BridgeCounter c);
+/* worker_requests.c, for zk_worker.c: the backends */
 extern void worker_wake_all(void);
-extern OwnedNode *worker_find_owned(WorkerSlot *ws, uint32 incarnation,
-									const char *path);
-extern void worker_own(int slot, uint32 incarnation, const char *path);
-extern void worker_uncertain_add(int slot, uint32 incarnation,
-								 const char *parent, const char *tag);
-extern void worker_cleanup_delete(int slot, uint32 incarnation,
-								  const char *path);
-extern void worker_release_delete(int slot, uint32 incarnation,
-								  const char *path, dsa_pointer held);
-extern void worker_set_verdict(dsa_pointer held, int slot, uint32 incarnation,
-							   bool proven, bool wake);
-extern void worker_settle_release(Call *call, bool proven, bool wake);
-extern void worker_cleanup_delete_tagged(int slot, uint32 incarnation,
-										 const char *parent, const char *tag);
 extern void worker_delete_done(int rc, const void *data);
 extern void worker_tagged_done(int rc, const struct String_vector *strings,
 							   const void *data);
 extern void worker_check_slots(void);
 
-/* worker_requests.c */
-extern Call *worker_call_new(CallKind kind);
+/* the requests */
 extern void worker_call_free(Call *call);
-extern bool worker_still_current(Call *call);
-extern bool worker_nothing_left(int rc);
-extern void worker_heard_from_leader(Call *call, ZkRequestKind kind, int rc,
-									 int64 sent_at);
 extern void worker_complete(Call *call, SharedRequest *sr, int rc);
-extern void worker_reply(Call *call, SharedRequest *sr, int rc);
-extern void worker_issue_call(Call *call, SharedRequest *sr);
-extern bool worker_defer(DeferKind kind, Call *call, WorkerWatch *ww);
 extern void worker_flush_deferred(void);
 extern void worker_drop_deferred(void);
 extern void worker_drain_queue(void);
 extern void worker_issue_backlog(void);
 
-/* worker_watches.c */
-extern WorkerWatch *worker_watch_new(int slot, uint32 incarnation,
-									 WatchKind kind, int type,
-									 const char *path, dsa_pointer held);
+/* the watches */
 extern void worker_watch_free(WorkerWatch *ww);
-extern void worker_unwatch(WorkerWatch *ww);
 extern void worker_watch_armed(int rc, WorkerWatch *ww, Call *call);
-extern void worker_arm_watch_now(WorkerWatch *ww, Call *answer);
-extern void worker_arm_watch(WorkerWatch *ww, Call *answer);
 extern void worker_rewrite_done(int rc, const struct Stat *stat,
 								const void *data);
 

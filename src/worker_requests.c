@@ -1,24 +1,49 @@
 /*
  * worker_requests.c
- *	  The session worker carries out backends' requests: each one handed to
- *	  the client as a call, its reply written next to the request in shared
- *	  memory before the backend's latch is set; a request the backend gave
- *	  up on is undone when its reply comes.
+ *	  The session worker's request engine: backends' requests carried out as
+ *	  calls to the client, the watches set for backends, and what each
+ *	  backend owns, with the cleaning up after it.
  *
- * Callbacks never call the client (see worker_client_depth): what they would
- * send is deferred to the worker's main loop.
+ * Each request is handed to the client as a call, its reply written next to
+ * the request in shared memory before the backend's latch is set; a request
+ * the backend gave up on is undone when its reply comes.  Callbacks never
+ * call the client (see worker_client_depth): what they would send is
+ * deferred to the worker's main loop (zk_worker.c, which owns the session
+ * and sets worker_zh; this file calls nothing of it).
+ *
+ * Watches are set and removed per backend; a path that several backends
+ * watch is watched by the server once for the session, and removed from it
+ * only with the last of them.  The client calls back with each; the worker
+ * wakes the backend it is for: a waiter's on the node it waits for, a
+ * published wait's for pokes, a held node's, to hear when another client
+ * deletes it.
+ *
+ * A backend's nodes are kept by slot and incarnation, so that a reused slot
+ * is another backend, with its creates whose replies were lost; a node is
+ * deleted for a backend only if that backend created it, when it releases,
+ * gives up, exits or is found gone.
  */
 #include "postgres.h"
 
+#include <signal.h>
 #include <zookeeper/zookeeper.h>
 
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "stats.h"
 #include "worker_int.h"
 
+/* The open session's handle and generation, set by zk_worker.c. */
+zhandle_t  *worker_zh = NULL;
+uint64		worker_generation = 0;
+char	   *worker_session_auth = NULL;
+
+dlist_head worker_watches = DLIST_STATIC_INIT(worker_watches);
+WorkerSlot *worker_slots;
+static int64 worker_last_slot_check = 0;
 dlist_head worker_in_flight = DLIST_STATIC_INIT(worker_in_flight);
 static int	worker_calls_in_flight = 0;
 
@@ -42,9 +67,34 @@ static struct ACL protected_acl_entries[2] = {
 };
 static struct ACL_vector worker_protected_acl = {2, protected_acl_entries};
 
+static ZkSlot *worker_shared_slot(int slot);
+static Latch *worker_slot_latch(int slot, uint32 incarnation);
+static WorkerSlot *worker_slot(int slot, uint32 incarnation);
+static void worker_uncount(int slot, uint32 incarnation);
+static void worker_count_for(int slot, BridgeCounter c);
+static OwnedNode *worker_find_owned(WorkerSlot *ws, uint32 incarnation, const char *path);
+static void worker_own(int slot, uint32 incarnation, const char *path);
+static void worker_uncertain_add(int slot, uint32 incarnation, const char *parent, const char *tag);
+static void worker_cleanup_delete(int slot, uint32 incarnation, const char *path);
+static void worker_release_delete(int slot, uint32 incarnation, const char *path, dsa_pointer held);
+static void worker_set_verdict(dsa_pointer held, int slot, uint32 incarnation, bool proven, bool wake);
+static void worker_settle_release(Call *call, bool proven, bool wake);
+static void worker_cleanup_delete_tagged(int slot, uint32 incarnation, const char *parent, const char *tag);
+static Call *worker_call_new(CallKind kind);
+static bool worker_still_current(Call *call);
+static bool worker_nothing_left(int rc);
+static void worker_heard_from_leader(Call *call, ZkRequestKind kind, int rc, int64 sent_at);
+static void worker_reply(Call *call, SharedRequest *sr, int rc);
+static void worker_issue_call(Call *call, SharedRequest *sr);
+static bool worker_defer(DeferKind kind, Call *call, WorkerWatch *ww);
+static WorkerWatch *worker_watch_new(int slot, uint32 incarnation, WatchKind kind, int type, const char *path, dsa_pointer held);
+static void worker_unwatch(WorkerWatch *ww);
+static void worker_arm_watch_now(WorkerWatch *ww, Call *answer);
+static void worker_arm_watch(WorkerWatch *ww, Call *answer);
+
 /* ---- calls ---- */
 
-Call *
+static Call *
 worker_call_new(CallKind kind)
 {
 	Call	   *call = MemoryContextAllocZero(TopMemoryContext, sizeof(Call));
@@ -77,7 +127,7 @@ worker_call_free(Call *call)
 }
 
 /* Whether a retry of this call may go to the open handle. */
-bool
+static bool
 worker_still_current(Call *call)
 {
 	return worker_zh != NULL && call->epoch == worker_generation;
@@ -114,7 +164,7 @@ through_leader(ZkRequestKind kind)
  * The leader answered a request of the open session sent at sent_at: the
  * session cannot expire before sent_at plus its timeout.
  */
-void
+static void
 worker_heard_from_leader(Call *call, ZkRequestKind kind, int rc, int64 sent_at)
 {
 	if (call->epoch != worker_generation || !server_answered(rc) ||
@@ -127,7 +177,7 @@ worker_heard_from_leader(Call *call, ZkRequestKind kind, int rc, int64 sent_at)
 }
 
 /* A reply after which there is nothing left to clean up or to report. */
-bool
+static bool
 worker_nothing_left(int rc)
 {
 	return rc == ZOK || rc == ZNONODE || rc == ZSESSIONEXPIRED ||
@@ -187,7 +237,7 @@ worker_complete(Call *call, SharedRequest *sr, int rc)
 }
 
 /* A backend's request is answered: publish the reply, and the call is done. */
-void
+static void
 worker_reply(Call *call, SharedRequest *sr, int rc)
 {
 	worker_complete(call, sr, rc);
@@ -393,7 +443,7 @@ issue_call_now(Call *call, SharedRequest *sr)
 	}
 }
 
-void
+static void
 worker_issue_call(Call *call, SharedRequest *sr)
 {
 	if (worker_defer(DEFER_ISSUE, call, NULL))
@@ -404,7 +454,7 @@ worker_issue_call(Call *call, SharedRequest *sr)
 }
 
 /* Inside a call into the client: keep what a callback would send for later. */
-bool
+static bool
 worker_defer(DeferKind kind, Call *call, WorkerWatch *ww)
 {
 	Deferred   *d;
@@ -671,4 +721,773 @@ worker_drain_queue(void)
 		backlog_length += n;
 	}
 	worker_issue_backlog();
+}
+
+
+/* ==== The watches set for backends ==== */
+
+/* ---- watches ---- */
+
+static WorkerWatch *
+worker_watch_new(int slot, uint32 incarnation, WatchKind kind, int type,
+				 const char *path, dsa_pointer held)
+{
+	WorkerSlot *ws = worker_slot(slot, incarnation);
+	size_t		len = strlen(path) + 1;
+	WorkerWatch *ww = MemoryContextAllocZero(TopMemoryContext,
+											 offsetof(WorkerWatch, path) + len);
+
+	ww->slot = slot;
+	ww->incarnation = incarnation;
+	ww->kind = kind;
+	ww->type = type;
+	ww->held = held;
+	memcpy(ww->path, path, len);
+	dlist_push_tail(&worker_watches, &ww->all);
+	dlist_push_tail(&ws->watches, &ww->of_slot);
+	return ww;
+}
+
+void
+worker_watch_free(WorkerWatch *ww)
+{
+	if (ww->kind == WATCH_HELD)
+		zk_held_unref(ww->held, false);
+	dlist_delete(&ww->all);
+	dlist_delete(&ww->of_slot);
+	pfree(ww);
+}
+
+/* Whether the backend still wants this watch. */
+static bool
+watch_wanted(WorkerWatch *ww)
+{
+	bool		wanted;
+
+	if (ww->removing || ww->gone)
+		return false;
+	if (ww->kind != WATCH_HELD)
+		return true;
+	SpinLockAcquire(&zk_shared->mutex);
+	wanted = !((SharedHeld *) dsa_get_address(zk_area, ww->held))->released;
+	SpinLockRelease(&zk_shared->mutex);
+	return wanted;
+}
+
+/* A backend's node is gone and it did not delete it: its lock is lost. */
+static void
+held_gone(WorkerWatch *ww)
+{
+	SharedHeld *sh = dsa_get_address(zk_area, ww->held);
+	Latch	   *latch = NULL;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	if (!sh->released && !sh->deleted && !ww->gone &&
+		worker_shared_slot(ww->slot)->incarnation == ww->incarnation)
+	{
+		sh->deleted = true;
+		worker_shared_slot(ww->slot)->held_deletions++;
+		/* A waiter whose own node went must look at its queue again. */
+		worker_shared_slot(ww->slot)->watch_events++;
+		latch = worker_slot_latch(ww->slot, ww->incarnation);
+	}
+	SpinLockRelease(&zk_shared->mutex);
+	zk_wake(latch);
+}
+
+/* The node's own data with the time a release was requested in it. */
+static char *
+with_request(SharedHeld *sh, TimestampTz since, int *len)
+{
+	StringInfoData buf;
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+	initStringInfo(&buf);
+	MemoryContextSwitchTo(old);
+	/* The node's data is the JSON object node_info_json made: {...}. */
+	if (sh->data_len >= 2 && sh->data[sh->data_len - 1] == '}')
+	{
+		appendBinaryStringInfo(&buf, sh->data, sh->data_len - 1);
+		appendStringInfo(&buf, ",\"release_requested_at\":\"%s\"}",
+						 timestamptz_to_str(since));
+	}
+	else
+		appendBinaryStringInfo(&buf, sh->data, sh->data_len);
+	*len = buf.len;
+	return buf.data;
+}
+
+/*
+ * A release was requested for a backend's node: its data is __REVOKE__.
+ * Tell the backend; interrupt it (see revocation.c) if it holds the
+ * lock and set zklock.revocable; and write the node's own data back with the
+ * request recorded in it, so that who holds the lock stays known.  The write
+ * is for the version read: a newer request is heard and answered in turn.
+ */
+static void
+release_requested(WorkerWatch *ww, int version)
+{
+	SharedHeld *sh = dsa_get_address(zk_area, ww->held);
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz since = 0;
+	Latch	   *latch = NULL;
+	ZkSlot	   *slot;
+	Call	   *call;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	slot = worker_shared_slot(ww->slot);
+	if (!sh->released && !sh->deleted && !ww->gone &&
+		slot->incarnation == ww->incarnation)
+	{
+		if (!sh->release_requested)
+		{
+			sh->release_requested = true;
+			sh->release_requested_at = now;
+		}
+		since = sh->release_requested_at;
+		slot->release_requests++;
+		latch = worker_slot_latch(ww->slot, ww->incarnation);
+		/*
+		 * Once per hold: a job that caught 57Z01 decided.  Never while it
+		 * commits or releases (its next statement hears the request).  The
+		 * signal goes under the mutex, which a backend takes to begin such
+		 * a section: it then knows whether one is on its way to it, and can
+		 * take it (see revocation_quiet).  kill() does not block.
+		 */
+		if (sh->granted && slot->revocable && !sh->interrupted && !slot->quiet)
+		{
+			sh->interrupted = true;
+			slot->revoke_signalled = true;
+			kill(slot->pid, REVOKE_SIGNAL);
+		}
+	}
+	SpinLockRelease(&zk_shared->mutex);
+	if (since == 0)
+		return;
+	zk_wake(latch);
+
+	call = worker_call_new(CALL_REWRITE);
+	call->slot = ww->slot;
+	call->incarnation = ww->incarnation;
+	call->path = MemoryContextStrdup(TopMemoryContext, ww->path);
+	call->data = with_request(sh, since, &call->data_len);
+	call->version = version;
+	worker_count_for(ww->slot, BRIDGE_SETS);
+	worker_issue_call(call, NULL);
+}
+
+/* A lost reply is sent again: a write that did happen fails on its version. */
+void
+worker_rewrite_done(int rc, const struct Stat *stat, const void *data)
+{
+	Call	   *call = (Call *) data;
+
+	if (bridge_reply_lost(rc) && worker_still_current(call))
+		worker_issue_call(call, NULL);
+	else
+		worker_call_free(call);
+}
+
+/* The client's callback for every watch set for a backend. */
+static void
+watcher(zhandle_t *handle, int type, int state, const char *path, void *ctx)
+{
+	WorkerWatch *ww = (WorkerWatch *) ctx;
+	Latch	   *latch = NULL;
+
+	/* Session events reach every watcher; they are the session's business. */
+	if (type == ZOO_SESSION_EVENT)
+		return;
+	ww->armed = false;
+
+	if (ww->kind == WATCH_HELD)
+	{
+		if (type == ZOO_DELETED_EVENT)
+			held_gone(ww);
+		/* Data rewritten by another client: the node is still there. */
+		else if (type == ZOO_CHANGED_EVENT && watch_wanted(ww) &&
+				 handle == worker_zh)
+		{
+			worker_arm_watch(ww, NULL);
+			return;
+		}
+	}
+	else if (!ww->gone)
+	{
+		SpinLockAcquire(&zk_shared->mutex);
+		latch = worker_slot_latch(ww->slot, ww->incarnation);
+		if (latch != NULL && ww->kind == WATCH_WAITER)
+			worker_shared_slot(ww->slot)->watch_events++;
+		/* A poke rewrites the entry; its deletion by its owner is none. */
+		else if (latch != NULL && type == ZOO_CHANGED_EVENT)
+			worker_shared_slot(ww->slot)->poked = true;
+		else
+			latch = NULL;
+		SpinLockRelease(&zk_shared->mutex);
+		zk_wake(latch);
+	}
+
+	/* A removal deferred to the main loop frees it there. */
+	if (!ww->unwatch_deferred)
+		worker_watch_free(ww);
+}
+
+static void
+ignore_reply(int rc, const void *data)
+{
+}
+
+/*
+ * Stop a watch of a backend's.  The client forgets it at once (so it is
+ * never called back with it again); the server's watch, which serves every
+ * watcher of the path in this session, is removed only with the last one,
+ * counting those whose request is still on its way: the server would set
+ * such a watch and then remove it with ours, leaving its waiter asleep.
+ * A watch not set yet is stopped when its reply comes.
+ */
+static void
+worker_unwatch(WorkerWatch *ww)
+{
+	dlist_iter	it;
+	bool		alone = true;
+
+	ww->removing = true;
+	if (!ww->armed)
+		return;
+	if (worker_defer(DEFER_UNWATCH, NULL, ww))
+	{
+		ww->unwatch_deferred = true;
+		return;
+	}
+	worker_client_depth++;
+	zoo_aremove_watches(worker_zh, ww->path, ww->type, watcher, ww, 1,
+						(void_completion_t *) ignore_reply, NULL);
+	ww->armed = false;
+	dlist_foreach(it, &worker_watches)
+	{
+		WorkerWatch *other = dlist_container(WorkerWatch, all, it.cur);
+
+		/* One still on its way is set by the server before our removal. */
+		if ((other->armed || other->arming) && other->type == ww->type &&
+			strcmp(other->path, ww->path) == 0)
+		{
+			alone = false;
+			break;
+		}
+	}
+	if (alone)
+	{
+		worker_count_for(ww->slot, BRIDGE_WATCH_REMOVALS);
+		zoo_aremove_all_watches(worker_zh, ww->path, ww->type, 0,
+								(void_completion_t *) ignore_reply, NULL);
+	}
+	worker_client_depth--;
+	worker_watch_free(ww);
+}
+
+void
+worker_watch_armed(int rc, WorkerWatch *ww, Call *call)
+{
+	bool		again = bridge_reply_lost(rc) && ww->kind == WATCH_HELD &&
+		watch_wanted(ww) && worker_still_current(call);
+
+	ww->arming = false;
+	if (rc == ZOK)
+		ww->armed = true;
+	else if (ww->kind == WATCH_HELD && rc == ZNONODE)
+		held_gone(ww);
+
+	/* A backend that gave up on the watch has it marked for removal here. */
+	if (DsaPointerIsValid(call->req))
+		worker_complete(call, dsa_get_address(zk_area, call->req), rc);
+	if (again)
+		worker_arm_watch(ww, NULL);
+	/* Not set: the client keeps no watcher for a failed get. */
+	else if (rc != ZOK)
+		worker_watch_free(ww);
+	else if (ww->removing)
+		worker_unwatch(ww);
+}
+
+static void
+data_watch_done(int rc, const char *value, int value_len,
+				const struct Stat *stat, const void *data)
+{
+	Call	   *call = (Call *) data;
+
+	if (rc == ZOK && call->watch->kind == WATCH_HELD &&
+		lock_node_revoke_message(value, value_len))
+		release_requested(call->watch, stat->version);
+	worker_watch_armed(rc, call->watch, call);
+	worker_call_free(call);
+}
+
+static void
+child_watch_done(int rc, const struct String_vector *strings, const void *data)
+{
+	Call	   *call = (Call *) data;
+
+	worker_watch_armed(rc, call->watch, call);
+	worker_call_free(call);
+}
+
+/*
+ * Set ww on the server; answer, if any, is the backend's request to answer.
+ * Outside the client only (see arm_watch).
+ */
+static void
+worker_arm_watch_now(WorkerWatch *ww, Call *answer)
+{
+	Call	   *call;
+	int			rc;
+
+	call = answer ? answer : worker_call_new(CALL_ARM);
+	call->watch = ww;
+	worker_client_depth++;
+	if (answer == NULL)
+		worker_count_for(ww->slot, BRIDGE_WATCHES);
+	ww->arming = true;
+	if (ww->type == ZWATCHTYPE_CHILD)
+		rc = zoo_awget_children(worker_zh, ww->path, watcher, ww, child_watch_done, call);
+	else
+		rc = zoo_awget(worker_zh, ww->path, watcher, ww, data_watch_done, call);
+	if (rc != ZOK)
+	{
+		worker_watch_armed(rc, ww, call);
+		worker_call_free(call);
+	}
+	worker_client_depth--;
+}
+
+/* arm_watch_now, or from a callback, later in the main loop. */
+static void
+worker_arm_watch(WorkerWatch *ww, Call *answer)
+{
+	if (!worker_defer(DEFER_ARM, answer, ww))
+		worker_arm_watch_now(ww, answer);
+}
+
+
+/* ==== What each backend owns, and the cleaning up after it ==== */
+
+/* ---- shared state ---- */
+
+static ZkSlot *
+worker_shared_slot(int slot)
+{
+	return &zk_shared->slots[slot];
+}
+
+/*
+ * Under the mutex: the latch of slot if it still belongs to the backend of
+ * that incarnation, else NULL.
+ */
+static Latch *
+worker_slot_latch(int slot, uint32 incarnation)
+{
+	ZkSlot	   *s = worker_shared_slot(slot);
+
+	return (s->pid != 0 && s->incarnation == incarnation) ? s->latch : NULL;
+}
+
+/* One of the slot's pending deletes is done. */
+static void
+worker_uncount(int slot, uint32 incarnation)
+{
+	Latch	   *latch;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	latch = NULL;
+	if (worker_shared_slot(slot)->incarnation == incarnation)
+	{
+		worker_shared_slot(slot)->deletes_pending--;
+		latch = worker_slot_latch(slot, incarnation);
+	}
+	SpinLockRelease(&zk_shared->mutex);
+	zk_wake(latch);
+}
+
+static void
+worker_count_for(int slot, BridgeCounter c)
+{
+	pg_atomic_fetch_add_u64(&worker_shared_slot(slot)->counts[c], 1);
+}
+
+/* Wake every backend that uses zklock: the session changed. */
+void
+worker_wake_all(void)
+{
+	for (int i = 0; i < zk_shared->nslots; i++)
+	{
+		Latch	   *latch;
+
+		SpinLockAcquire(&zk_shared->mutex);
+		latch = zk_shared->slots[i].pid != 0 ? zk_shared->slots[i].latch : NULL;
+		SpinLockRelease(&zk_shared->mutex);
+		zk_wake(latch);
+	}
+}
+
+/* The worker's view of slot, emptied first if a new backend took it. */
+static WorkerSlot *
+worker_slot(int slot, uint32 incarnation)
+{
+	WorkerSlot *ws = &worker_slots[slot];
+
+	if (incarnation > ws->incarnation)
+		ws->incarnation = incarnation;
+	return ws;
+}
+
+/* ---- owned nodes ---- */
+
+static OwnedNode *
+worker_find_owned(WorkerSlot *ws, uint32 incarnation, const char *path)
+{
+	dlist_iter	it;
+
+	dlist_foreach(it, &ws->owned)
+	{
+		OwnedNode  *node = dlist_container(OwnedNode, of_slot, it.cur);
+
+		if (node->incarnation == incarnation && strcmp(node->path, path) == 0)
+			return node;
+	}
+	return NULL;
+}
+
+static void
+worker_own(int slot, uint32 incarnation, const char *path)
+{
+	WorkerSlot *ws = worker_slot(slot, incarnation);
+	size_t		len = strlen(path) + 1;
+	OwnedNode  *node = MemoryContextAlloc(TopMemoryContext,
+										  offsetof(OwnedNode, path) + len);
+
+	node->incarnation = incarnation;
+	node->deleting = false;
+	memcpy(node->path, path, len);
+	dlist_push_tail(&ws->owned, &node->of_slot);
+}
+
+static void
+disown(int slot, uint32 incarnation, const char *path)
+{
+	OwnedNode  *node = worker_find_owned(&worker_slots[slot], incarnation, path);
+
+	if (node != NULL)
+	{
+		dlist_delete(&node->of_slot);
+		pfree(node);
+	}
+}
+
+static void
+worker_uncertain_add(int slot, uint32 incarnation, const char *parent, const char *tag)
+{
+	WorkerSlot *ws = worker_slot(slot, incarnation);
+	UncertainCreate *u = MemoryContextAlloc(TopMemoryContext, sizeof(UncertainCreate));
+
+	u->incarnation = incarnation;
+	u->parent = MemoryContextStrdup(TopMemoryContext, parent);
+	u->tag = MemoryContextStrdup(TopMemoryContext, tag);
+	dlist_push_tail(&ws->uncertain, &u->of_slot);
+}
+
+/* ---- cleanups ---- */
+
+static void
+report_cleanup_failure(Call *call, int rc)
+{
+	if (!worker_still_current(call) || worker_nothing_left(rc))
+		return;
+	if (call->kind == CALL_DELETE_TAGGED)
+		ereport(LOG,
+				(errmsg("zklock: could not look for a backend's node under ZooKeeper node \"%s\": %s",
+						call->path, zerror(rc)),
+				 errdetail("The node, if there is one, goes when the server's ZooKeeper session ends.")));
+	else
+		ereport(LOG,
+				(errmsg("zklock: could not delete ZooKeeper node \"%s\": %s",
+						call->path, zerror(rc)),
+				 errdetail("It goes when the server's ZooKeeper session ends.")));
+}
+
+void
+worker_delete_done(int rc, const void *data)
+{
+	Call	   *call = (Call *) data;
+
+	/* Requests made while disconnected wait for the reconnect: no spinning. */
+	if (bridge_reply_lost(rc) && worker_still_current(call))
+	{
+		call->retried = true;
+		worker_issue_call(call, NULL);
+		return;
+	}
+	worker_heard_from_leader(call, ZKREQ_DELETE, rc, call->sent_at);
+	if (rc != ZOK && rc != ZNONODE)
+		report_cleanup_failure(call, rc);
+
+	/*
+	 * The server deleted the node of a released lock: it was there, so the
+	 * lock was held until now.  A node already gone is proof only when this
+	 * is a retry in the same session, whose first send may have deleted it;
+	 * the first send finding it gone means somebody else deleted it.
+	 */
+	if (DsaPointerIsValid(call->held))
+		worker_settle_release(call, worker_still_current(call) &&
+							  (rc == ZOK || (rc == ZNONODE && call->retried)),
+							  !call->counted);
+	disown(call->slot, call->incarnation, call->path);
+	if (call->counted)
+		worker_uncount(call->slot, call->incarnation);
+	worker_call_free(call);
+}
+
+void
+worker_tagged_done(int rc, const struct String_vector *strings, const void *data)
+{
+	Call	   *call = (Call *) data;
+
+	if (bridge_reply_lost(rc) && worker_still_current(call))
+	{
+		worker_issue_call(call, NULL);
+		return;
+	}
+	if (rc == ZOK && worker_still_current(call))
+	{
+		for (int i = 0; i < strings->count; i++)
+		{
+			char	   *child;
+
+			if (strstr(strings->data[i], call->tag) == NULL)
+				continue;
+			child = psprintf("%s/%s", call->path, strings->data[i]);
+			worker_cleanup_delete(call->slot, call->incarnation, child);
+			pfree(child);
+		}
+	}
+	else
+		report_cleanup_failure(call, rc);
+	if (call->counted)
+		worker_uncount(call->slot, call->incarnation);
+	worker_call_free(call);
+}
+
+/*
+ * Write the verdict on a release's delete into the backend's SharedHeld,
+ * wake the backend, and drop the delete's reference to it.
+ */
+static void
+worker_set_verdict(dsa_pointer held, int slot, uint32 incarnation, bool proven,
+				   bool wake)
+{
+	SharedHeld *sh = dsa_get_address(zk_area, held);
+	Latch	   *latch;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	if (sh->release_verdict == RELEASE_PENDING)
+		sh->release_verdict = proven ? RELEASE_PROVEN : RELEASE_UNPROVEN;
+	latch = wake ? worker_slot_latch(slot, incarnation) : NULL;
+	SpinLockRelease(&zk_shared->mutex);
+	zk_wake(latch);
+}
+
+/*
+ * The verdict of a release's delete call; wake is false when the caller
+ * wakes the backend anyway right after (its pending deletes counted down).
+ */
+static void
+worker_settle_release(Call *call, bool proven, bool wake)
+{
+	dsa_pointer held = call->held;
+
+	call->held = InvalidDsaPointer;
+	worker_set_verdict(held, call->slot, call->incarnation, proven, wake);
+	zk_held_unref(held, false);
+}
+
+/* A cleanup for a backend, counted in its pending deletes, sent. */
+static void
+cleanup_call(CallKind kind, int slot, uint32 incarnation, const char *path,
+			 const char *tag, dsa_pointer held)
+{
+	Call	   *call = worker_call_new(kind);
+
+	call->held = held;
+	call->slot = slot;
+	call->incarnation = incarnation;
+	call->path = MemoryContextStrdup(TopMemoryContext, path);
+	if (tag != NULL)
+		call->tag = MemoryContextStrdup(TopMemoryContext, tag);
+	SpinLockAcquire(&zk_shared->mutex);
+	call->counted = worker_shared_slot(slot)->incarnation == incarnation;
+	if (call->counted)
+		worker_shared_slot(slot)->deletes_pending++;
+	SpinLockRelease(&zk_shared->mutex);
+	worker_issue_call(call, NULL);
+}
+
+/* Delete a node of a backend's. */
+static void
+worker_cleanup_delete(int slot, uint32 incarnation, const char *path)
+{
+	worker_release_delete(slot, incarnation, path, InvalidDsaPointer);
+}
+
+/*
+ * Delete a node of a backend's; held, if valid, is the SharedHeld of the
+ * released lock, whose verdict the delete's answer gives.
+ */
+static void
+worker_release_delete(int slot, uint32 incarnation, const char *path,
+					  dsa_pointer held)
+{
+	OwnedNode  *node = worker_find_owned(&worker_slots[slot], incarnation, path);
+
+	if (node != NULL)
+		node->deleting = true;
+	cleanup_call(CALL_DELETE, slot, incarnation, path, NULL, held);
+}
+
+/* Delete a backend's child of parent that carries tag, if there is one. */
+static void
+worker_cleanup_delete_tagged(int slot, uint32 incarnation, const char *parent,
+							 const char *tag)
+{
+	cleanup_call(CALL_DELETE_TAGGED, slot, incarnation, parent, tag,
+				 InvalidDsaPointer);
+}
+
+/* ---- backends that went ---- */
+
+/*
+ * The backends of slot but the one of incarnation keep (0: none) went, or
+ * are going: delete every node they still own, and every node of their
+ * creates whose reply was lost; stop their watches.
+ */
+static void
+clean_slot(int slot, uint32 keep)
+{
+	WorkerSlot *ws = &worker_slots[slot];
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &ws->owned)
+	{
+		OwnedNode  *node = dlist_container(OwnedNode, of_slot, it.cur);
+
+		if (node->incarnation != keep && !node->deleting && worker_zh != NULL)
+			worker_cleanup_delete(slot, node->incarnation, node->path);
+	}
+	dlist_foreach_modify(it, &ws->uncertain)
+	{
+		UncertainCreate *u = dlist_container(UncertainCreate, of_slot, it.cur);
+
+		if (u->incarnation == keep)
+			continue;
+		if (worker_zh != NULL)
+			worker_cleanup_delete_tagged(slot, u->incarnation, u->parent, u->tag);
+		dlist_delete(&u->of_slot);
+		pfree(u->parent);
+		pfree(u->tag);
+		pfree(u);
+	}
+	dlist_foreach_modify(it, &ws->watches)
+	{
+		WorkerWatch *ww = dlist_container(WorkerWatch, of_slot, it.cur);
+
+		if (ww->incarnation != keep && !ww->removing)
+		{
+			ww->gone = true;
+			if (ww->kind == WATCH_HELD)
+				zk_held_unref(ww->held, true);
+			worker_unwatch(ww);
+		}
+	}
+}
+
+/* Whether the worker keeps anything of a backend of slot but keep's. */
+static bool
+others_left(WorkerSlot *ws, uint32 keep)
+{
+	dlist_iter	it;
+
+	dlist_foreach(it, &ws->owned)
+		if (dlist_container(OwnedNode, of_slot, it.cur)->incarnation != keep)
+		return true;
+	dlist_foreach(it, &ws->watches)
+		if (dlist_container(WorkerWatch, of_slot, it.cur)->incarnation != keep)
+		return true;
+	return !dlist_is_empty(&ws->uncertain) && keep == 0;
+}
+
+/*
+ * Called each turn: backends that are exiting, and (every second) backends
+ * gone without a word.  An exiting backend is told (its slot's cleaned)
+ * once its nodes are deleted and its pending deletes are done.
+ */
+void
+worker_check_slots(void)
+{
+	int64		now = bridge_now_ms();
+	bool		full = now - worker_last_slot_check >= SLOT_CHECK_MS;
+	bool		changed;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	changed = zk_shared->slots_changed;
+	zk_shared->slots_changed = false;
+	SpinLockRelease(&zk_shared->mutex);
+	if (full)
+		worker_last_slot_check = now;
+
+	for (int i = 0; i < zk_shared->nslots; i++)
+	{
+		WorkerSlot *ws = &worker_slots[i];
+		ZkSlot	   *s = worker_shared_slot(i);
+		bool		busy = !dlist_is_empty(&ws->owned) ||
+			!dlist_is_empty(&ws->uncertain) || !dlist_is_empty(&ws->watches) ||
+			ws->exit_seen;
+		pid_t		pid;
+		uint32		incarnation;
+		uint32		keep;
+		bool		exiting;
+		bool		pending;
+		Latch	   *latch = NULL;
+
+		/*
+		 * A slot whose backend neither changed nor is exiting needs a look
+		 * only when backends gone without a word are looked for.
+		 */
+		if (!(changed || ws->exit_seen || (busy && full)))
+			continue;
+		SpinLockAcquire(&zk_shared->mutex);
+		pid = s->pid;
+		incarnation = s->incarnation;
+		exiting = pid != 0 && s->exiting && !s->cleaned;
+		pending = s->deletes_pending > 0;
+		SpinLockRelease(&zk_shared->mutex);
+		ws->exit_seen = exiting;
+
+		/* The backend whose entries stay: the slot's, alive, not exiting. */
+		keep = (pid != 0 && !exiting) ? incarnation : 0;
+		if (keep != 0 && full && kill(pid, 0) != 0 && errno == ESRCH)
+			keep = 0;
+		if (busy && others_left(ws, keep))
+			clean_slot(i, keep);
+
+		/* Tell an exiting backend once nothing of it is left. */
+		if (exiting && !pending && !others_left(ws, 0))
+		{
+			SpinLockAcquire(&zk_shared->mutex);
+			if (s->incarnation == incarnation)
+			{
+				s->cleaned = true;
+				latch = worker_slot_latch(i, incarnation);
+			}
+			SpinLockRelease(&zk_shared->mutex);
+			ws->exit_seen = false;
+			zk_wake(latch);
+		}
+	}
 }

@@ -33,8 +33,8 @@
  * waits for that (previous_session in ZkShared).
  *
  * This file runs the loop and the session; worker_requests.c carries out the
- * requests, worker_watches.c keeps the watches, worker_backends.c what each
- * backend owns (worker_int.h is what they share).
+ * requests, keeps the watches and what each backend owns (worker_int.h is
+ * what they share).
  */
 #include "postgres.h"
 
@@ -86,8 +86,6 @@ PGDLLEXPORT void zklock_reaper_main(Datum arg);
 /* Replies taken in after a wait before the queue is looked at again. */
 #define REPLIES_PER_TURN 64
 
-zhandle_t  *worker_zh = NULL;
-uint64		worker_generation = 0;
 static int64 retry_open_at = 0;
 static int	open_failures = 0;	/* in a row, since the settings changed */
 /* A close asked for (request_close): by when at the latest, and why. */
@@ -98,7 +96,6 @@ static int64 connect_not_before = 0;
 
 /* Settings the open session was made with. */
 static char *session_hosts = NULL;
-char	   *worker_session_auth = NULL;
 static int	session_timeout_asked = 0;
 
 /* ---- the session ---- */
