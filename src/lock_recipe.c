@@ -31,9 +31,9 @@
 #include "compat.h"
 #include "guc.h"
 #include "deadlock.h"
+#include "lock_name.h"
 #include "lock_node.h"
 #include "lock_recipe.h"
-#include "lost_locks.h"
 #include "node_info.h"
 #include "zk_bridge.h"
 #include "zk_nodes.h"
@@ -788,9 +788,21 @@ verdicts_pending(void)
 }
 
 /*
- * Read the verdicts of the releases sent; a release that proved nothing is
- * reported (report: WARNING, and the transaction may not commit its work as
- * if protected).  Returns how many proved nothing.
+ * What a release that proved nothing means for the transaction is
+ * lost_locks.c's to say (a WARNING, and its work may not commit as if
+ * protected); _PG_init tells us whom to report to.
+ */
+static UnprovenReleaseReporter unproven_reporter = NULL;
+
+void
+lock_recipe_set_unproven_reporter(UnprovenReleaseReporter reporter)
+{
+	unproven_reporter = reporter;
+}
+
+/*
+ * Read the verdicts of the releases sent; with report, those that proved
+ * nothing are reported.  Returns how many proved nothing.
  */
 static int
 settle_releases(bool report)
@@ -811,7 +823,10 @@ settle_releases(bool report)
 		pfree(pr);
 	}
 	if (report && unproven > 0)
-		lost_locks_release_unproven(first, unproven);
+	{
+		Assert(unproven_reporter != NULL);
+		unproven_reporter(first, unproven);
+	}
 	return unproven;
 }
 

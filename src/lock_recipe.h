@@ -34,4 +34,8 @@ extern void lock_recipe_release(const char *node, const char *recheck_tag,
 								HeldWatch *watch, const char *name);
 extern int	lock_recipe_await_releases(bool interruptible, bool report);
 
+/* Who hears of releases that proved nothing: one name, how many. */
+typedef void (*UnprovenReleaseReporter) (const char *name, int count);
+extern void lock_recipe_set_unproven_reporter(UnprovenReleaseReporter reporter);
+
 #endif							/* ZKLOCK_LOCK_RECIPE_H */

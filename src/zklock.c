@@ -16,6 +16,8 @@
 #include "miscadmin.h"
 
 #include "guc.h"
+#include "lock_recipe.h"
+#include "lost_locks.h"
 #include "revocation.h"
 #include "stats.h"
 #include "utility_hook.h"
@@ -31,6 +33,7 @@ void
 _PG_init(void)
 {
 	zklock_define_gucs();
+	lock_recipe_set_unproven_reporter(lost_locks_release_unproven);
 	/*
 	 * pg_upgrade's servers (binary upgrade mode) must not open ZooKeeper
 	 * sessions nor take part in locking, as pg_cron's launcher does not.

@@ -182,6 +182,13 @@ docs_status=ok
 docs_out=$(/usr/bin/python3 "$ZKLOCK_SRC/test/docs_check.py" 2>&1) || docs_status=FAILED
 echo "$docs_out"
 record - "(any)" manual "$docs_status" "$(echo "$docs_out" | tail -1 | sed 's/^docs: //')" 0
+
+# The sources: their files depend on each other one way only.
+echo "== the sources"
+src_status=ok
+src_out=$(/usr/bin/python3 "$ZKLOCK_SRC/test/src_graph.py" 2>&1) || src_status=FAILED
+echo "$src_out"
+record - "(any)" "source graph" "$src_status" "$(echo "$src_out" | head -1 | sed 's/^src: //')" 0
 for entry in "${matrix[@]}"; do
 	read -r major where suites <<<"$entry"
 	wanted_major "$major" || continue
