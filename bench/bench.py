@@ -796,17 +796,26 @@ def bench_long_queue(t):
 
 # ---- 5. first use ----
 
+# The pause before each call of the "after a pause" variant: as the first
+# call comes after the connection, the later ones come after this.
+FIRST_USE_PAUSE_S = 0.1
+
+
 def bench_first_use(t):
     log('  first use: %d rounds' % CONF['first_use_rounds'])
 
     def measure(v, r):
-        lock = quote('first-use') if v == 'zklock' else 'NULL'
-        sql = 'SELECT * FROM bench_first_use(%s, %d)' % (lock, CONF['first_use_later'])
+        lock = quote('first-use') if v.startswith('zklock') else 'NULL'
+        pause = FIRST_USE_PAUSE_S if v.endswith('_pause') else 0
+        sql = 'SELECT * FROM bench_first_use(%s, %d, %s)' % (lock, CONF['first_use_later'], pause)
         return [float(x) * 1000 for x in t.nodes[0].sql(sql)[0]]
 
-    xs = t.rounds(CONF['first_use_rounds'], ['zklock', 'advisory'], measure)
+    variants = ['zklock', 'advisory', 'zklock_pause', 'advisory_pause']
+    xs = t.rounds(CONF['first_use_rounds'], variants, measure)
     out = {}
-    for v, prefix in (('zklock', 'first_'), ('advisory', 'first_adv_')):
+    for v in variants:
+        prefix = 'first_' + ('adv_' if v.startswith('advisory') else '') + \
+            ('pause_' if v.endswith('_pause') else '')
         for i, k in enumerate(('acquire', 'later')):
             out[prefix + k] = median([x[i] for x in xs[v]])
     return out
@@ -1164,6 +1173,12 @@ def table_rows(res):
     row('  zklock\'s first acquire beyond a later one, less pg_advisory_lock\'s (ms)',
         lambda r: fmt((r['first_acquire'] - r['first_later'])
                       - (r['first_adv_acquire'] - r['first_adv_later']), '.2f'))
+    row('  every acquire after a %d ms pause: first / later (ms)' % (FIRST_USE_PAUSE_S * 1000),
+        lambda r: '%s / %s' % (fmt(r['first_pause_acquire'], '.2f'), fmt(r['first_pause_later'], '.2f')))
+    row('    first, less pg_advisory_lock\'s first-call extra, / later',
+        lambda r: fmt((r['first_pause_acquire']
+                       - (r['first_adv_pause_acquire'] - r['first_adv_pause_later']))
+                      / r['first_pause_later'], '.2f') + 'x')
 
     rows.append(('release requests: a holder on node_a asked from node_b (ms)', None))
     row('  zklock: request -> the holder\'s server heard it, p50 / p99',

@@ -151,7 +151,7 @@ END $$;
 -- session), then the first acquisition, which connects to ZooKeeper, then
 -- n later acquisitions, each followed by a release; seconds of each part
 -- (the later ones averaged).
-CREATE FUNCTION bench_first_use(lock text, n int,
+CREATE FUNCTION bench_first_use(lock text, n int, pause float8 DEFAULT 0,
                                 OUT first_s float8, OUT later_s float8)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -162,7 +162,14 @@ BEGIN
   -- slot; the server's ZooKeeper session is the session worker's already.
   -- With lock NULL, pg_advisory_lock instead: what PostgreSQL's own first
   -- call in a new backend costs (catalog caches, the statement's plan).
+  -- With a pause, each call comes that long after the last, as the first
+  -- comes after the connection: the later ones then pay what an idle
+  -- machine costs (processes and ZooKeeper's threads woken, a disk's first
+  -- sync) as the first does, and the difference is the first use's own.
   FOR i IN 0..n LOOP
+    IF pause > 0 THEN
+      PERFORM pg_sleep(pause);
+    END IF;
     t0 := clock_timestamp();
     IF lock IS NULL THEN
       PERFORM pg_advisory_lock(7);
