@@ -787,7 +787,6 @@ zklock_reaper_main(Datum arg)
 
 /* ---- the worker ---- */
 
-
 /*
  * At exit: a session with commits under way is left to expire, not ended
  * (there is no waiting here: an exit may be the postmaster's death).

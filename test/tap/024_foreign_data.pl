@@ -1,11 +1,12 @@
 
 # What other servers and clients leave in ZooKeeper is read without trusting
-# it.  A LATIN1 database's lock name and node data are not valid UTF-8 on a
-# UTF8 server; nodes written by other clients hold anything at all.  None of
-# it may make zk_lock_holders or zk_cluster_locks fail for everybody: names
-# that do not decode are shown as their (ASCII) node names, data that is not
-# a JSON object jsonb would accept reads as NULL info, and fields of the
-# wrong type or range as NULL.
+# it.  A LATIN1 database's lock name goes to ZooKeeper in UTF-8, so a UTF8
+# server reads it (and it is the same lock there); its node data does not,
+# and nodes written by other clients hold anything at all.  None of it may
+# make zk_lock_holders or zk_cluster_locks fail for everybody: names that do
+# not decode are shown as their (ASCII) node names, data that is not a JSON
+# object jsonb would accept reads as NULL info, and fields of the wrong type
+# or range as NULL.
 
 use strict;
 use warnings;
@@ -37,12 +38,15 @@ is($latin->query_safe(q{SELECT name FROM zk_locks()}), 'café',
 
 my $s = $node_a->background_psql('postgres', on_error_stop => 1);
 # Role names live in a shared catalog, in the bytes they were created with
-# (UTF-8 here), so the owner data reads fine; the lock name does not.
+# (UTF-8 here), so the owner data reads fine; the lock name went to
+# ZooKeeper in UTF-8, so it reads fine too (it was "caf%E9", another lock).
 my $rows = $s->query_safe(q{
 SELECT lock_name, holding, usename, database
   FROM zk_cluster_locks WHERE lock_name LIKE 'caf%'});
-is($rows, 'caf%E9|t|rené|latin',
-	'a UTF8 server lists a LATIN1 name it cannot decode under its node name');
+is($rows, 'café|t|rené|latin',
+	'a UTF8 server lists the LATIN1 database\'s lock under its name');
+is($s->query_safe(q{SELECT zk_lock_try_acquire('café')}), 'f',
+	'and it is the same lock there');
 
 # Nodes written by other clients, in the queue of one lock.
 my $parent = ZK_ROOT . '/foreign';
