@@ -342,9 +342,12 @@ sub wait_until_empty
 	my $last;
 	while (1)
 	{
-		$last = $check->();
-		return [] unless @$last;
-		return $last if time > $deadline;
+		# The ensemble may be electing a leader (after a freeze or a kill):
+		# a look that cannot reach it is tried again until the deadline.
+		my $looked = eval { $last = $check->(); 1 };
+		die $@ if !$looked && time > $deadline;
+		return [] if $looked && !@$last;
+		return $last if $looked && time > $deadline;
 		sleep 0.2;
 	}
 }
