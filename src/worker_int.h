@@ -138,6 +138,8 @@ extern int	worker_client_depth;
 
 /* worker_requests.c, for zk_worker.c: the backends */
 extern void worker_wake_all(void);
+extern void worker_wakes_hold(void);
+extern void worker_wakes_flush(void);
 extern void worker_delete_done(int rc, const void *data);
 extern void worker_tagged_done(int rc, const struct String_vector *strings,
 							   const void *data);

@@ -60,6 +60,16 @@ int			worker_client_depth = 0;
 
 static dlist_head worker_deferred = DLIST_STATIC_INIT(worker_deferred);
 
+/*
+ * Backends to wake once the replies that came in one read are all taken in:
+ * a create's reply and its listing's come together, and waking the backend
+ * for each made it wake, find its answer half there, and sleep again.
+ */
+#define WAKES_HELD_MAX 64
+static bool wakes_held = false;
+static int	nwakes_held = 0;
+static Latch *wakes_held_latches[WAKES_HELD_MAX];
+
 /* With credentials: the creator may do anything, everybody may read. */
 static struct ACL protected_acl_entries[2] = {
 	{0x1f, {"auth", ""}},
@@ -67,10 +77,11 @@ static struct ACL protected_acl_entries[2] = {
 };
 static struct ACL_vector worker_protected_acl = {2, protected_acl_entries};
 
+static void wake_backend(Latch *latch);
 static ZkSlot *worker_shared_slot(int slot);
 static Latch *worker_slot_latch(int slot, uint32 incarnation);
 static WorkerSlot *worker_slot(int slot, uint32 incarnation);
-static void worker_uncount(int slot, uint32 incarnation);
+static void worker_uncount(int slot, uint32 incarnation, bool only_last);
 static void worker_count_for(int slot, BridgeCounter c);
 static OwnedNode *worker_find_owned(WorkerSlot *ws, uint32 incarnation, const char *path);
 static void worker_own(int slot, uint32 incarnation, const char *path);
@@ -204,7 +215,7 @@ worker_complete(Call *call, SharedRequest *sr, int rc)
 
 	if (pg_atomic_compare_exchange_u32(&sr->state, &expected, REQ_DONE))
 	{
-		zk_wake(latch);
+		wake_backend(latch);
 		call->req = InvalidDsaPointer;
 		return;
 	}
@@ -229,7 +240,7 @@ worker_complete(Call *call, SharedRequest *sr, int rc)
 	else if (sr->kind == ZKREQ_WATCH && call->watch != NULL)
 		call->watch->removing = true;
 	if (sr->counted)
-		worker_uncount(sr->slot, sr->incarnation);
+		worker_uncount(sr->slot, sr->incarnation, false);
 	if (DsaPointerIsValid(sr->result))
 		zk_shared_free(sr->result);
 	zk_shared_free(call->req);
@@ -627,8 +638,12 @@ take_oneway(dsa_pointer dp, SharedRequest *sr)
 			worker_set_verdict(sr->held, sr->slot, sr->incarnation, false, true);
 		zk_held_unref(sr->held, false);
 	}
+	/*
+	 * A delete sent on counts as pending again (cleanup_call): the backend
+	 * has nothing new to see unless that was its last.
+	 */
 	if (sr->counted)
-		worker_uncount(sr->slot, sr->incarnation);
+		worker_uncount(sr->slot, sr->incarnation, true);
 	zk_shared_free(dp);
 }
 
@@ -792,7 +807,7 @@ held_gone(WorkerWatch *ww)
 		latch = worker_slot_latch(ww->slot, ww->incarnation);
 	}
 	SpinLockRelease(&zk_shared->mutex);
-	zk_wake(latch);
+	wake_backend(latch);
 }
 
 /* The node's own data with the time a release was requested in it. */
@@ -864,7 +879,7 @@ release_requested(WorkerWatch *ww, int version)
 	SpinLockRelease(&zk_shared->mutex);
 	if (since == 0)
 		return;
-	zk_wake(latch);
+	wake_backend(latch);
 
 	call = worker_call_new(CALL_REWRITE);
 	call->slot = ww->slot;
@@ -924,7 +939,7 @@ watcher(zhandle_t *handle, int type, int state, const char *path, void *ctx)
 		else
 			latch = NULL;
 		SpinLockRelease(&zk_shared->mutex);
-		zk_wake(latch);
+		wake_backend(latch);
 	}
 
 	/* A removal deferred to the main loop frees it there. */
@@ -1090,27 +1105,67 @@ worker_slot_latch(int slot, uint32 incarnation)
 	return (s->pid != 0 && s->incarnation == incarnation) ? s->latch : NULL;
 }
 
-/* One of the slot's pending deletes is done. */
+/*
+ * One of the slot's pending deletes is done; its backend is woken, with
+ * only_last only if that was the last.
+ */
 static void
-worker_uncount(int slot, uint32 incarnation)
+worker_uncount(int slot, uint32 incarnation, bool only_last)
 {
-	Latch	   *latch;
+	Latch	   *latch = NULL;
 
 	SpinLockAcquire(&zk_shared->mutex);
-	latch = NULL;
 	if (worker_shared_slot(slot)->incarnation == incarnation)
 	{
 		worker_shared_slot(slot)->deletes_pending--;
-		latch = worker_slot_latch(slot, incarnation);
+		if (!only_last || worker_shared_slot(slot)->deletes_pending == 0)
+			latch = worker_slot_latch(slot, incarnation);
 	}
 	SpinLockRelease(&zk_shared->mutex);
-	zk_wake(latch);
+	wake_backend(latch);
 }
 
 static void
 worker_count_for(int slot, BridgeCounter c)
 {
 	pg_atomic_fetch_add_u64(&worker_shared_slot(slot)->counts[c], 1);
+}
+
+/* A backend's latch: set now, or at worker_wakes_flush. */
+static void
+wake_backend(Latch *latch)
+{
+	if (latch == NULL)
+		return;
+	if (wakes_held)
+	{
+		for (int i = 0; i < nwakes_held; i++)
+			if (wakes_held_latches[i] == latch)
+				return;
+		if (nwakes_held < WAKES_HELD_MAX)
+		{
+			wakes_held_latches[nwakes_held++] = latch;
+			return;
+		}
+	}
+	SetLatch(latch);
+}
+
+/* From now until worker_wakes_flush, backends are woken once each. */
+void
+worker_wakes_hold(void)
+{
+	Assert(!wakes_held && nwakes_held == 0);
+	wakes_held = true;
+}
+
+void
+worker_wakes_flush(void)
+{
+	wakes_held = false;
+	for (int i = 0; i < nwakes_held; i++)
+		SetLatch(wakes_held_latches[i]);
+	nwakes_held = 0;
 }
 
 /* Wake every backend that uses zklock: the session changed. */
@@ -1124,7 +1179,7 @@ worker_wake_all(void)
 		SpinLockAcquire(&zk_shared->mutex);
 		latch = zk_shared->slots[i].pid != 0 ? zk_shared->slots[i].latch : NULL;
 		SpinLockRelease(&zk_shared->mutex);
-		zk_wake(latch);
+		wake_backend(latch);
 	}
 }
 
@@ -1241,7 +1296,7 @@ worker_delete_done(int rc, const void *data)
 							  !call->counted);
 	disown(call->slot, call->incarnation, call->path);
 	if (call->counted)
-		worker_uncount(call->slot, call->incarnation);
+		worker_uncount(call->slot, call->incarnation, false);
 	worker_call_free(call);
 }
 
@@ -1271,7 +1326,7 @@ worker_tagged_done(int rc, const struct String_vector *strings, const void *data
 	else
 		report_cleanup_failure(call, rc);
 	if (call->counted)
-		worker_uncount(call->slot, call->incarnation);
+		worker_uncount(call->slot, call->incarnation, false);
 	worker_call_free(call);
 }
 
@@ -1291,7 +1346,7 @@ worker_set_verdict(dsa_pointer held, int slot, uint32 incarnation, bool proven,
 		sh->release_verdict = proven ? RELEASE_PROVEN : RELEASE_UNPROVEN;
 	latch = wake ? worker_slot_latch(slot, incarnation) : NULL;
 	SpinLockRelease(&zk_shared->mutex);
-	zk_wake(latch);
+	wake_backend(latch);
 }
 
 /*
@@ -1487,7 +1542,7 @@ worker_check_slots(void)
 			}
 			SpinLockRelease(&zk_shared->mutex);
 			ws->exit_seen = false;
-			zk_wake(latch);
+			wake_backend(latch);
 		}
 	}
 }

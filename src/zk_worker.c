@@ -577,6 +577,51 @@ session_gone_why(void)
 	return "no ZooKeeper server was heard from for longer than its timeout";
 }
 
+/*
+ * What a turn waits on: the latch, the postmaster, and the client's socket.
+ * A set made for each turn cost five system calls besides the wait (one
+ * epoll instance made, three descriptors added, closed), twice per round
+ * trip.  It is kept while the session stays connected on the same
+ * descriptor.  A socket the client closed and opened again under the same
+ * number is not connected in the turn that first sees it (its handshake is
+ * read in a turn of its own), and a set made in such a turn is made again.
+ */
+static WaitEventSet *turn_set = NULL;
+static pgsocket turn_set_fd = PGINVALID_SOCKET;
+static int	turn_set_socket_pos;
+static uint32 turn_set_socket_events;
+static bool turn_set_connected = false;
+
+static WaitEventSet *
+turn_wait_set(pgsocket fd, uint32 socket_events, bool connected)
+{
+	if (turn_set != NULL && turn_set_connected && connected && fd == turn_set_fd)
+	{
+		if (fd != PGINVALID_SOCKET && socket_events != turn_set_socket_events)
+		{
+			ModifyWaitEvent(turn_set, turn_set_socket_pos, socket_events, NULL);
+			turn_set_socket_events = socket_events;
+		}
+		return turn_set;
+	}
+	if (turn_set != NULL)
+		FreeWaitEventSet(turn_set);
+#if PG_VERSION_NUM >= 170000
+	turn_set = CreateWaitEventSet(NULL, 3);
+#else
+	turn_set = CreateWaitEventSet(TopMemoryContext, 3);
+#endif
+	AddWaitEventToSet(turn_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(turn_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	if (fd != PGINVALID_SOCKET)
+		turn_set_socket_pos = AddWaitEventToSet(turn_set, socket_events, fd,
+												NULL, NULL);
+	turn_set_fd = fd;
+	turn_set_socket_events = socket_events;
+	turn_set_connected = connected;
+	return turn_set;
+}
+
 /* One turn of the client: wait for its socket, the latch, or its timer. */
 static void
 client_turn(zhandle_t *handle, long max_wait_ms)
@@ -585,9 +630,11 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 	int			interest = 0;
 	struct timeval tv = {0, 0};
 	long		timeout = max_wait_ms;
-	int			events = WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | WL_TIMEOUT;
-	int			rc;
+	uint32		socket_events = 0;
+	WaitEvent	happened[3];
+	int			nhappened;
 	int			ready = 0;
+	int			rc;
 
 	if (handle != NULL && bridge_now_ms() < connect_not_before)
 	{
@@ -621,25 +668,33 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 		if (fd >= 0)
 		{
 			if (interest & ZOOKEEPER_READ)
-				events |= WL_SOCKET_READABLE;
+				socket_events |= WL_SOCKET_READABLE;
 			if (interest & ZOOKEEPER_WRITE)
-				events |= WL_SOCKET_WRITEABLE;
+				socket_events |= WL_SOCKET_WRITEABLE;
 		}
 	}
-	if (!(events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE)))
+	if (socket_events == 0)
 		fd = PGINVALID_SOCKET;
-	rc = WaitLatchOrSocket(MyLatch, events, fd, timeout < 0 ? 1000 : timeout,
-						   ZKLOCK_WORKER_WAIT_EVENT());
-	if (rc & WL_LATCH_SET)
-		ResetLatch(MyLatch);
-	if (rc & WL_SOCKET_READABLE)
-		ready |= ZOOKEEPER_READ;
-	if (rc & WL_SOCKET_WRITEABLE)
-		ready |= ZOOKEEPER_WRITE;
+	nhappened = WaitEventSetWait(turn_wait_set(fd, socket_events,
+											   handle != NULL &&
+											   zoo_state(handle) == ZOO_CONNECTED_STATE),
+								 timeout < 0 ? 1000 : timeout,
+								 happened, lengthof(happened),
+								 ZKLOCK_WORKER_WAIT_EVENT());
+	for (int i = 0; i < nhappened; i++)
+	{
+		if (happened[i].events & WL_LATCH_SET)
+			ResetLatch(MyLatch);
+		if (happened[i].events & WL_SOCKET_READABLE)
+			ready |= ZOOKEEPER_READ;
+		if (happened[i].events & WL_SOCKET_WRITEABLE)
+			ready |= ZOOKEEPER_WRITE;
+	}
 	if (handle == NULL)
 		return;
 	Assert(worker_client_depth == 0);
 	worker_client_depth++;
+	worker_wakes_hold();
 	zookeeper_process(handle, ready);
 
 	/*
@@ -663,6 +718,7 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 			break;
 		zookeeper_process(handle, ZOOKEEPER_READ);
 	}
+	worker_wakes_flush();
 	worker_client_depth--;
 }
 
