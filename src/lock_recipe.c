@@ -173,8 +173,7 @@ send_create(Attempt *a)
 {
 	if (!parent_known(a->parent))
 		a->parent_create = bridge_create(a->parent, "", 0, ZOO_CONTAINER, NULL);
-	a->create = bridge_create(a->prefix, a->data, strlen(a->data), ZOO_EPHEMERAL_SEQUENTIAL,
-							  a->tag);
+	a->create = bridge_create_held(a->prefix, a->data, a->tag);
 	a->children = bridge_get_children(a->parent);
 }
 
@@ -271,9 +270,8 @@ enqueue(Attempt *a)
 		{
 			a->node = pstrdup(a->create->created);
 			a->czxid = a->create->czxid;
+			a->hw = bridge_take_held(a->create);
 			free_request(&a->create);
-			/* Goes out while the listing's reply is on its way: no wait. */
-			a->hw = bridge_watch_held(a->node, a->data);
 			return true;
 		}
 		free_request(&a->create);

@@ -209,6 +209,12 @@ worker_complete(Call *call, SharedRequest *sr, int rc)
 
 	sr->rc = rc;
 	worker_heard_from_leader(call, sr->kind, rc, sr->sent_at);
+	/* A create's held record that no watch took: its reference is ours. */
+	if (DsaPointerIsValid(sr->held))
+	{
+		zk_held_unref(sr->held, false);
+		sr->held = InvalidDsaPointer;
+	}
 	SpinLockAcquire(&zk_shared->mutex);
 	latch = worker_slot_latch(sr->slot, sr->incarnation);
 	SpinLockRelease(&zk_shared->mutex);
@@ -293,6 +299,14 @@ create_done(int rc, const char *value, const struct Stat *stat, const void *data
 		/* Ephemeral nodes are the backend's; parents are everybody's. */
 		if (sr->arg != ZOO_CONTAINER && worker_still_current(call))
 			worker_own(sr->slot, sr->incarnation, value);
+		/* A lock's node is watched from now on (bridge_create_held). */
+		if (DsaPointerIsValid(sr->held) && worker_still_current(call))
+		{
+			worker_arm_watch(worker_watch_new(sr->slot, sr->incarnation, WATCH_HELD,
+											  ZWATCHTYPE_DATA, value, sr->held),
+							 NULL);
+			sr->held = InvalidDsaPointer;
+		}
 		sr->czxid = stat->czxid;
 		if (!put_result(sr, value, strlen(value)))
 		{

@@ -39,6 +39,46 @@ static uint32 my_incarnation;
 static WaitEventSet *wait_set = NULL;
 static bool detached = false;	/* exiting: the worker undoes the rest */
 
+/* The backend's own mapping of a SharedHeld. */
+struct HeldWatch
+{
+	dsa_pointer dp;
+	SharedHeld *sh;
+};
+
+/* The shared record of a node the backend creates; NULL if memory ran out. */
+static HeldWatch *
+held_new(const char *data)
+{
+	HeldWatch  *hw = malloc(sizeof(HeldWatch));
+	int			len = strlen(data);
+
+	if (hw == NULL)
+		return NULL;
+	hw->dp = zk_shared_alloc(offsetof(SharedHeld, data) + len + 1,
+							 DSA_ALLOC_ZERO | DSA_ALLOC_NO_OOM);
+	if (!DsaPointerIsValid(hw->dp))
+	{
+		free(hw);
+		return NULL;
+	}
+	hw->sh = dsa_get_address(zk_area, hw->dp);
+	hw->sh->refs = 2;			/* the backend's, and the worker's */
+	hw->sh->data_len = len;
+	memcpy(hw->sh->data, data, len + 1);
+	return hw;
+}
+
+/* One that never reached the worker. */
+static void
+held_free(HeldWatch *hw)
+{
+	if (hw == NULL)
+		return;
+	zk_shared_free(hw->dp);
+	free(hw);
+}
+
 /*
  * The requests whose shared part is this backend's to free, so that an exit
  * in the middle of a round trip (FATAL skips every PG_CATCH) leaves none.
@@ -82,6 +122,8 @@ forsake_live_requests(void)
 		uint32		expected = REQ_QUEUED;
 
 		live_remove(req);
+		if (req->held != NULL)
+			zk_held_unref(req->held->dp, true);
 		/* Its shared part is not this backend's any more. */
 		req->done = true;
 		req->shared = InvalidDsaPointer;
@@ -95,12 +137,6 @@ forsake_live_requests(void)
 	}
 }
 
-/* The backend's own mapping of a SharedHeld. */
-struct HeldWatch
-{
-	dsa_pointer dp;
-	SharedHeld *sh;
-};
 
 /*
  * Milliseconds on a clock that keeps running while the machine is suspended
@@ -350,10 +386,13 @@ queue_request(dsa_pointer dp, SharedRequest *sr)
 	zk_wake(zk_shared->worker_latch);
 }
 
-/* A request the backend waits for. */
+/*
+ * A request the backend waits for; a create may take the held record of the
+ * node it makes along (hw, or NULL), which is the request's from now on.
+ */
 static ZkRequest *
 request_new(ZkRequestKind kind, const char *path, const char *tag,
-			const char *data, int datalen, int arg)
+			const char *data, int datalen, int arg, HeldWatch *hw)
 {
 	ZkRequest  *req = calloc(1, sizeof(ZkRequest));
 	dsa_pointer dp;
@@ -365,6 +404,7 @@ request_new(ZkRequestKind kind, const char *path, const char *tag,
 		if (req)
 			free(req->path);
 		free(req);
+		held_free(hw);
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory")));
@@ -378,10 +418,14 @@ request_new(ZkRequestKind kind, const char *path, const char *tag,
 		free(req->path);
 		free(req->tag);
 		free(req);
+		held_free(hw);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 	sr = dsa_get_address(zk_area, dp);
+	if (hw != NULL)
+		sr->held = hw->dp;
+	req->held = hw;
 	req->kind = kind;
 	req->shared = dp;
 	req->epoch = sr->epoch;
@@ -428,13 +472,13 @@ ZkRequest *
 bridge_create(const char *path, const char *data, int datalen, int mode,
 			  const char *tag)
 {
-	return request_new(ZKREQ_CREATE, path, tag, data, datalen, mode);
+	return request_new(ZKREQ_CREATE, path, tag, data, datalen, mode, NULL);
 }
 
 ZkRequest *
 bridge_get_children(const char *path)
 {
-	return request_new(ZKREQ_CHILDREN, path, NULL, NULL, 0, 0);
+	return request_new(ZKREQ_CHILDREN, path, NULL, NULL, 0, 0, NULL);
 }
 
 /*
@@ -444,7 +488,7 @@ bridge_get_children(const char *path)
 ZkRequest *
 bridge_watch(const char *path, int watch_type)
 {
-	ZkRequest  *req = request_new(ZKREQ_WATCH, path, NULL, NULL, 0, watch_type);
+	ZkRequest  *req = request_new(ZKREQ_WATCH, path, NULL, NULL, 0, watch_type, NULL);
 
 	req->watch_type = watch_type;
 	return req;
@@ -453,26 +497,26 @@ bridge_watch(const char *path, int watch_type)
 ZkRequest *
 bridge_get(const char *path)
 {
-	return request_new(ZKREQ_GET, path, NULL, NULL, 0, 0);
+	return request_new(ZKREQ_GET, path, NULL, NULL, 0, 0, NULL);
 }
 
 ZkRequest *
 bridge_sync(const char *path)
 {
-	return request_new(ZKREQ_SYNC, path, NULL, NULL, 0, 0);
+	return request_new(ZKREQ_SYNC, path, NULL, NULL, 0, 0, NULL);
 }
 
 ZkRequest *
 bridge_exists(const char *path)
 {
-	return request_new(ZKREQ_EXISTS, path, NULL, NULL, 0, 0);
+	return request_new(ZKREQ_EXISTS, path, NULL, NULL, 0, 0, NULL);
 }
 
 /* Set a node's data if its version is still version (-1: any). */
 ZkRequest *
 bridge_set(const char *path, const char *data, int datalen, int version)
 {
-	return request_new(ZKREQ_SET, path, NULL, data, datalen, version);
+	return request_new(ZKREQ_SET, path, NULL, data, datalen, version, NULL);
 }
 
 /* A data watch on the wait this backend published, for pokes. */
@@ -482,7 +526,7 @@ bridge_watch_pokes(const char *path)
 	SpinLockAcquire(&zk_shared->mutex);
 	my_slot->poked = false;
 	SpinLockRelease(&zk_shared->mutex);
-	return request_new(ZKREQ_POKE_WATCH, path, NULL, NULL, 0, 0);
+	return request_new(ZKREQ_POKE_WATCH, path, NULL, NULL, 0, 0, NULL);
 }
 
 /* Whether a poke came since the last call. */
@@ -595,6 +639,7 @@ request_destroy(ZkRequest *req)
 {
 	if (!req->done)
 		live_remove(req);
+	bridge_unwatch_held(req->held);
 	free(req->path);
 	free(req->tag);
 	free(req->created);
@@ -718,29 +763,39 @@ bridge_last_contact(void)
 HeldWatch *
 bridge_watch_held(const char *path, const char *data)
 {
-	HeldWatch  *hw = malloc(sizeof(HeldWatch));
-	int			len = strlen(data);
+	HeldWatch  *hw = held_new(data);
 
-	if (hw == NULL)
-		return NULL;
-	hw->dp = zk_shared_alloc(offsetof(SharedHeld, data) + len + 1,
-								   DSA_ALLOC_ZERO | DSA_ALLOC_NO_OOM);
-	if (!DsaPointerIsValid(hw->dp))
-	{
-		free(hw);
-		return NULL;
-	}
-	hw->sh = dsa_get_address(zk_area, hw->dp);
-	hw->sh->refs = 2;			/* the backend's, and the worker's */
-	hw->sh->data_len = len;
-	memcpy(hw->sh->data, data, len + 1);
-	if (!request_oneway(ZKREQ_HELD_WATCH, path, NULL, ZWATCHTYPE_DATA,
+	if (hw != NULL &&
+		!request_oneway(ZKREQ_HELD_WATCH, path, NULL, ZWATCHTYPE_DATA,
 						hw->dp, false))
 	{
-		zk_shared_free(hw->dp);
-		free(hw);
+		held_free(hw);
 		return NULL;
 	}
+	return hw;
+}
+
+/*
+ * Create a lock's node, and have the worker watch it from the turn that
+ * reads the create's reply: a watch the backend asked for after the reply
+ * cost the worker a wake-up and a turn of its own in every acquisition.
+ * Once the create succeeded, bridge_take_held gives the node's HeldWatch
+ * (NULL if memory ran out: the node is then not watched).
+ */
+ZkRequest *
+bridge_create_held(const char *path, const char *data, const char *tag)
+{
+	return request_new(ZKREQ_CREATE, path, tag, data, strlen(data),
+					   ZOO_EPHEMERAL_SEQUENTIAL, held_new(data));
+}
+
+HeldWatch *
+bridge_take_held(ZkRequest *req)
+{
+	HeldWatch  *hw = req->held;
+
+	Assert(req->done && req->rc == ZOK);
+	req->held = NULL;
 	return hw;
 }
 

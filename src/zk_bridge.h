@@ -36,6 +36,7 @@ typedef struct ZkRequest
 	int			data_len;		/* GET: its length, without the NUL */
 	int			nchildren;		/* CHILDREN */
 	char	  **children;
+	struct HeldWatch *held;		/* CREATE of a lock node: see bridge_create_held */
 	/* This backend's requests not done: their shared part is its own. */
 	struct ZkRequest *prev_live;
 	struct ZkRequest *next_live;
@@ -86,6 +87,9 @@ extern int64_t bridge_last_contact(void);
  */
 typedef struct HeldWatch HeldWatch;
 extern HeldWatch *bridge_watch_held(const char *path, const char *data);
+extern ZkRequest *bridge_create_held(const char *path, const char *data,
+									 const char *tag);
+extern HeldWatch *bridge_take_held(ZkRequest *req);
 extern void bridge_held_granted(HeldWatch *hw);
 extern bool bridge_held_release_requested(HeldWatch *hw);
 extern void bridge_held_mark_interrupted(HeldWatch *hw);
