@@ -3,7 +3,9 @@
 
 Starts two PostgreSQL 15 nodes, then, for each ZooKeeper under test (a
 standalone server, then a 3-server ensemble, both durable: fsync on), points
-the nodes at it and measures:
+the nodes at it and measures what follows; then the same two with
+forceSync=no, where round trips rather than the disk are the cost, for the
+cycles (1) and a long queue (8, standalone only):
 
   1. uncontended acquire+release cycles: zklock session and transaction
      locks from PL/pgSQL and from pgbench (transaction locks also in a
@@ -19,7 +21,9 @@ the nodes at it and measures:
      waiter (from the servers' wchc), CPU used while waiting;
   5. first use: the first zklock call in a new backend, and later ones;
   6. deadlock detection: from a cycle's closing to its 40P01;
-  7. zk_cluster_locks with 1,000 and 10,000 locks held over both nodes.
+  7. zk_cluster_locks with 1,000 and 10,000 locks held over both nodes;
+  8. a long queue of one server's waiters at the default deadlock_timeout:
+     ZooKeeper's packets per waiter and second, and the drain.
 
 Each figure is the median of several rounds; a round runs every variant of
 its section once, in turn (every other round in reverse), so that drift on
@@ -68,7 +72,7 @@ if QUICK:
         queue_sizes=(100,), queue_seconds=6.0,
         first_use_rounds=3, first_use_later=10, deadlock_rounds=3,
         view_sizes=(1000,), view_reads=3,
-        backends=200, throughput_clients=(64,), throughput_seconds=2.0,
+        backends=200, burst=300, throughput_clients=(64,), throughput_seconds=2.0,
         kill9_rounds=1, revoke_rounds=1, revoke_requests=20,
         fence_rounds=1, fence_transactions=300)
 else:
@@ -84,7 +88,7 @@ else:
         queue_sizes=(100, 300, 1000), queue_seconds=10.0,
         first_use_rounds=5, first_use_later=20, deadlock_rounds=7,
         view_sizes=(1000, 10000), view_reads=5,
-        backends=1000, throughput_clients=(64, 512), throughput_seconds=5.0,
+        backends=1000, burst=2000, throughput_clients=(64, 512), throughput_seconds=5.0,
         kill9_rounds=3, revoke_rounds=3, revoke_requests=50,
         fence_rounds=3, fence_transactions=2000)
 
@@ -174,17 +178,21 @@ def percentile(xs, p):
 # ---- ZooKeeper ----
 
 class ZooKeeper:
-    """A durable standalone server or ensemble, started by test/zk/zkctl."""
+    """A standalone server or ensemble, started by test/zk/zkctl: durable
+    (fsync on), or with forceSync=no, where round trips are what costs."""
 
-    def __init__(self, work, servers):
+    def __init__(self, work, servers, durable=True):
         self.servers = servers
+        self.durable = durable
         self.label = 'standalone' if servers == 1 else 'ensemble(%d)' % servers
-        self.dir = work / ('zk%d' % servers)
+        if not durable:
+            self.label = 'no fsync: ' + ('1' if servers == 1 else '%d' % servers)
+        self.dir = work / ('zk%d%s' % (servers, '' if durable else '-nosync'))
         self.hosts = None
 
     def start(self):
-        self.hosts = run([ZKCTL, 'start', self.dir, '--servers', self.servers,
-                          '--durable']).strip()
+        self.hosts = run([ZKCTL, 'start', self.dir, '--servers', self.servers]
+                         + (['--durable'] if self.durable else [])).strip()
         self.ports = [int(h.rsplit(':', 1)[1]) for h in self.hosts.split(',')]
         srvr = self.flw(self.ports[0], 'srvr')
         m = re.search(r'Zookeeper version: ([\d.]+)', srvr)
@@ -290,7 +298,7 @@ class Node:
                     "shared_preload_libraries = 'zklock'\n"
                     "cluster_name = '%s'\n"
                     "include_if_exists = 'zklock_bench.conf'\n"
-                    % (self.port, self.dir, CONF['backends'] + 100, self.name))
+                    % (self.port, self.dir, max(CONF['backends'], CONF['burst']) + 100, self.name))
         self.write_zk_conf('')
         run(as_postgres([PGBIN / 'pg_ctl', '-D', self.data, '-l',
                          self.dir / 'server.log', '-w', '-s', 'start']))
@@ -442,9 +450,13 @@ def bench_cycles(t):
     zk, zkbare, node = t.zk, t.zkbare, t.nodes[0]
     parent = BARE_ROOT + '/cycle'
     zkbare(zk, 'mkdir', parent)
+    # A server just started runs its first requests cold (the JVM compiles
+    # as it goes): warm it up, with zklock's path too, before calibrating.
+    zkbare(zk, 'cycle', parent, 500)
+    node.value("CALL bench_cycles('session', 'bench-cycle', 500)")
     # Calibrate on the bare client: about cycle_seconds per measurement.
-    per_cycle = float(zkbare(zk, 'cycle', parent, 20)) / 20
-    n = max(50, min(3000, int(CONF['cycle_seconds'] / per_cycle)))
+    per_cycle = float(zkbare(zk, 'cycle', parent, 100)) / 100
+    n = max(200, min(3000, int(CONF['cycle_seconds'] / per_cycle)))
     n_adv, n_adv_pgbench = CONF['advisory_plpgsql'], CONF['advisory_pgbench']
 
     def plpgsql(kind, count):
@@ -469,6 +481,9 @@ def bench_cycles(t):
     out = {'cycles_n': n}
     for v, xs in res.items():
         out['cycle_' + v] = median(xs)
+        # Time ratios, each round's against the bare client's in that round.
+        ratios = [bare / x for bare, x in zip(res['bare'], xs)]
+        out['cycle_ratios_' + v] = (min(ratios), median(ratios), max(ratios))
     return out
 
 
@@ -741,6 +756,9 @@ def packets_received(zk):
     return total
 
 
+QUEUE_GATE = 4272
+
+
 def long_queue(t, nwait, deadlock_timeout='1s', seconds=None):
     """nwait backends of one server queued on one lock at deadlock_timeout
     (1 s: the default): ZooKeeper's packets per waiter per second while
@@ -751,9 +769,9 @@ def long_queue(t, nwait, deadlock_timeout='1s', seconds=None):
     parent = '%s/%s' % (ZK_ROOT, lock)
     node = t.nodes[0]
     holder = node.session('bench_holder')
-    holder.query('SELECT zk_lock_acquire(%s)' % quote(lock))
-    procs = [node.spawn("SET deadlock_timeout = '%s'; SELECT bench_wait(%s, %s)"
-                        % (deadlock_timeout, quote(run_id), quote(lock)),
+    holder.query('SELECT zk_lock_acquire(%s), pg_advisory_lock(%d)' % (quote(lock), QUEUE_GATE))
+    procs = [node.spawn("SET deadlock_timeout = '%s'; SELECT bench_wait(%s, %s, %d)"
+                        % (deadlock_timeout, quote(run_id), quote(lock), QUEUE_GATE),
                         'bench_queued') for _ in range(nwait)]
     deadline = time.time() + 60 + nwait / 10
     while len(t.zkbare.queue(t.zk, parent)) < nwait + 1:
@@ -765,6 +783,15 @@ def long_queue(t, nwait, deadlock_timeout='1s', seconds=None):
     rate = (packets_received(t.zk) - p0) / (time.time() - t0) / nwait
     released = float(holder.query('SELECT zk_lock_release(%s), extract(epoch FROM clock_timestamp())'
                                   % quote(lock))[0][-1])
+    # Every waiter granted and gone through its release waits at the gate
+    # (its grant is not committed yet); then they all end.
+    deadline = time.time() + 120 + nwait / 10
+    while int(node.value("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                         "'bench_queued' AND wait_event = 'advisory'")) < nwait:
+        if time.time() > deadline or any(p.poll() is not None for p in procs):
+            break
+        time.sleep(0.2)
+    holder.query('SELECT pg_advisory_unlock(%d)' % QUEUE_GATE)
     reap(procs, 120 + nwait / 10)
     holder.close()
     last = float(node.value('SELECT extract(epoch FROM max(granted)) FROM bench_queue '
@@ -944,7 +971,96 @@ END $$""" % (k * per + 1, min(n, (k + 1) * per), quote(conn)))
                 sessions_conns=conns, sessions_threads=threads)
 
 
+# ---- 7b. a burst ----
+
+BURST_GATE = 4271
+
+
+def bench_burst(t):
+    """CONF['burst'] backends of node_a hold a lock each, wait at a gate (an
+    advisory lock) and release at the same instant; then acquire new locks
+    the same way.  On the durable standalone server with ZooKeeper's default
+    limits: the slowest call of each burst, and whether the one session of
+    node_a survived."""
+    n = CONF['burst']
+    node = t.nodes[0]
+    log('  a burst: %d backends releasing, then acquiring, at once' % n)
+    per = 100
+    ranges = [(k + 1, min(n, k + per)) for k in range(0, n, per)]
+    coords = [node.session('bench_burst') for _ in ranges]
+    conn = 'host=127.0.0.1 port=%d user=postgres dbname=postgres' % node.port
+    session0 = node.value('SELECT session_id FROM zk_session()')
+    lost0 = int(node.value('SELECT sessions_lost FROM zk_session_stats'))
+    gate = node.session('bench_burst_gate')
+
+    def send(expr):
+        for s, (lo, hi) in zip(coords, ranges):
+            s.query("SELECT count(dblink_send_query('c' || i, %s)) "
+                    "FROM generate_series(%d, %d) AS i" % (expr, lo, hi))
+
+    def results():
+        xs = []
+        for s, (lo, hi) in zip(coords, ranges):
+            xs += [float(r[0]) for r in s.query(
+                "SELECT r FROM generate_series(%d, %d) AS i, "
+                "LATERAL dblink_get_result('c' || i) AS t(r float8)" % (lo, hi))]
+            # The empty result that ends each connection's query.
+            s.query("SELECT count(*) FROM generate_series(%d, %d) AS i, "
+                    "LATERAL dblink_get_result('c' || i) AS t(r float8)" % (lo, hi))
+        return xs
+
+    def burst(what, name):
+        gate.query('SELECT pg_advisory_lock(%d)' % BURST_GATE)
+        step = "SELECT bench_burst_step(''%s'', ''%s-' || i || ''', %d)" % (what, name, BURST_GATE)
+        send("'%s'" % step)
+        deadline = time.time() + 120
+        while int(node.value("SELECT count(*) FROM pg_stat_activity WHERE "
+                             "application_name LIKE 'bench\\_b%' "
+                             "AND wait_event = 'advisory'")) < n:
+            if time.time() > deadline:
+                raise RuntimeError('the burst did not gather at its gate')
+            time.sleep(0.2)
+        gate.query('SELECT pg_advisory_unlock(%d)' % BURST_GATE)
+        xs = results()
+        if len(xs) != n:
+            raise RuntimeError('%s: %d of %d calls answered' % (what, len(xs), n))
+        return xs
+
+    try:
+        for s, (lo, hi) in zip(coords, ranges):
+            s.query("""DO $$ BEGIN
+  FOR i IN %d..%d LOOP
+    PERFORM dblink_connect('c' || i, %s || ' application_name=bench_b' || i);
+    PERFORM * FROM dblink('c' || i, 'SELECT zk_lock_acquire(''bench-burst-' || i || ''', 300000)') AS t(r boolean);
+  END LOOP;
+END $$""" % (lo, hi, quote(conn)))
+        releases = burst('release', 'bench-burst')
+        acquires = burst('acquire', 'bench-burst-again')
+        session1 = node.value('SELECT session_id FROM zk_session()')
+        lost = int(node.value('SELECT sessions_lost FROM zk_session_stats')) - lost0
+    finally:
+        gate.close()
+        for s in coords:
+            s.close()
+        deadline = time.time() + 120
+        while node.sql("SELECT count(*) FROM pg_stat_activity "
+                       "WHERE application_name LIKE 'bench\\_b%'") != [['0']]:
+            if time.time() > deadline:
+                break
+            time.sleep(0.2)
+    return dict(burst_n=n, burst_release_max=max(releases),
+                burst_release_p50=median(releases), burst_acquire_max=max(acquires),
+                burst_acquire_p50=median(acquires),
+                burst_same_session=int(session0 == session1), burst_lost=lost)
+
+
 # ---- 8. aggregate throughput ----
+
+def worker_requests(node):
+    """Requests node's session worker sent to ZooKeeper so far."""
+    return int(node.value('SELECT creates + deletes + children_lists + gets + watches '
+                          '+ watch_removals + syncs + sets FROM zk_session_stats'))
+
 
 def bench_throughput(t):
     """N backends over the two nodes, each cycling on a lock of its own, for
@@ -958,6 +1074,10 @@ def bench_throughput(t):
                         '-h', '127.0.0.1', '-p', str(node.port), '-U', 'postgres', 'postgres'],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for node in t.nodes]
+        # The session workers' CPU and the requests they carried meanwhile.
+        workers = [int(node.value('SELECT worker_pid FROM zk_session()')) for node in t.nodes]
+        ticks0, requests0 = proc_cpu_ticks(workers), sum(worker_requests(n) for n in t.nodes)
+        w0 = time.time()
         tps = 0.0
         for p in procs:
             o, e = p.communicate(timeout=secs + 120)
@@ -967,6 +1087,11 @@ def bench_throughput(t):
             if m is None:
                 raise RuntimeError('pgbench printed no tps: %s %s' % (o[-500:], e[-500:]))
             tps += float(m.group(1))
+        cpu_s = (proc_cpu_ticks(workers) - ticks0) / os.sysconf('SC_CLK_TCK')
+        wall = time.time() - w0
+        requests = sum(worker_requests(n) for n in t.nodes) - requests0
+        out['tp_worker_us_%d' % n] = cpu_s * 1e6 / max(requests, 1)
+        out['tp_worker_core_%d' % n] = cpu_s / len(workers) / wall
         bare = float(t.zkbare(t.zk, 'throughput', BARE_ROOT + '/tp', n, secs,
                               timeout=secs + 120))
         out['tp_zklock_%d' % n] = tps
@@ -1074,8 +1199,9 @@ def table_rows(res):
                 vals[c] = '-'
         rows.append((label, vals))
 
-    def ratio(r, rate_key):
-        return fmt(r['cycle_bare'] / r[rate_key], '.2f') + 'x'
+    def ratio(r, key):
+        lo, mid, hi = r['cycle_ratios_' + key]
+        return '%.2fx (%.2f-%.2f)' % (mid, lo, hi)
 
     rows.append(('uncontended acquire+release cycle (cycles/s)', None))
     row('  bare C client (create, list, delete)', lambda r: fmt(r['cycle_bare'], '.0f'))
@@ -1086,7 +1212,7 @@ def table_rows(res):
                        ('xact_write_plpgsql', 'zklock xact lock + INSERT + COMMIT, PL/pgSQL'),
                        ('xact_write_pgbench', 'zklock xact lock + INSERT + COMMIT, pgbench')):
         row('  ' + label, lambda r, k=key: fmt(r['cycle_' + k], '.0f'))
-        row('    time ratio zklock / bare', lambda r, k=key: ratio(r, 'cycle_' + k))
+        row('    time ratio zklock / bare, median (min-max)', lambda r, k=key: ratio(r, k))
     row('  pg_advisory_lock, PL/pgSQL loop', lambda r: fmt(r['cycle_advisory_plpgsql'], '.0f'))
     row('  pg_advisory_lock, pgbench', lambda r: fmt(r['cycle_advisory_pgbench'], '.0f'))
 
@@ -1196,12 +1322,24 @@ def table_rows(res):
     row('  connections of node_a to ZooKeeper', lambda r: '%d' % r['sessions_conns'])
     row('  threads per backend (most)', lambda r: '%d' % r['sessions_threads'])
 
+    rows.append(('a burst: %d backends of node_a release at once, then acquire at once'
+                 % CONF['burst'], None))
+    row('  release: median / slowest call (ms)', lambda r: '%s / %s' % (
+        fmt(r['burst_release_p50'], '.0f'), fmt(r['burst_release_max'], '.0f')))
+    row('  acquire: median / slowest call (ms)', lambda r: '%s / %s' % (
+        fmt(r['burst_acquire_p50'], '.0f'), fmt(r['burst_acquire_max'], '.0f')))
+    row("  node_a's ZooKeeper session kept / sessions lost", lambda r: '%s / %d' % (
+        'yes' if r['burst_same_session'] else 'NO', r['burst_lost']))
+
     rows.append(('aggregate throughput, N backends over 2 nodes, a lock each (cycles/s)', None))
     for n in CONF['throughput_clients']:
         row('  N=%-3d zklock' % n, lambda r, n=n: fmt(r['tp_zklock_%d' % n], '.0f'))
         row('        bare C, N threads on one session', lambda r, n=n: fmt(r['tp_bare_%d' % n], '.0f'))
         row('        time ratio zklock / bare', lambda r, n=n: fmt(
             r['tp_bare_%d' % n] / r['tp_zklock_%d' % n], '.2f') + 'x')
+        row('        session worker: CPU per request (us) / share of a core',
+            lambda r, n=n: '%s / %s' % (fmt(r['tp_worker_us_%d' % n], '.1f'),
+                                        fmt(r['tp_worker_core_%d' % n], '.2f')))
 
     rows.append(('fencing at the resource: INSERT + COMMIT in node_a\'s database (no ZooKeeper)', None))
     for c in FENCE_WRITERS:
@@ -1221,12 +1359,12 @@ def table_rows(res):
 def render_table(res):
     cols, rows = table_rows(res)
     width = max(len(label) for label, vals in rows if vals is not None) + 2
-    lines = [' ' * width + ''.join('%14s' % c for c in cols)]
+    lines = [' ' * width + ''.join('%18s' % c for c in cols)]
     for label, vals in rows:
         if vals is None:
             lines.append(label)
         else:
-            lines.append(label.ljust(width) + ''.join('%14s' % vals[c] for c in cols))
+            lines.append(label.ljust(width) + ''.join('%18s' % vals[c] for c in cols))
     return '\n'.join(lines)
 
 
@@ -1271,7 +1409,7 @@ def machine_facts(node, zks):
         ('PostgreSQL', node.value('SELECT version()')),
         ('zklock', '%s, %s' % (node.value(
             "SELECT extversion FROM pg_extension WHERE extname = 'zklock'"), zklock)),
-        ('ZooKeeper server', '%s (Debian zookeeper %s), fsync on'
+        ('ZooKeeper server', '%s (Debian zookeeper %s), fsync on; "no fsync" columns forceSync=no'
          % (zks[0].version, package('zookeeper'))),
         ('ZooKeeper C client', '%s (zklock: libzookeeper-st2 %s; zkbare: libzookeeper-mt2 %s)'
          % (m.group(1) if m else '?', package('libzookeeper-st2'), package('libzookeeper-mt2'))),
@@ -1283,8 +1421,10 @@ def write_results(path, table, facts, started, elapsed, load, failures):
 Every figure is the median of several rounds; each round runs every variant
 of its section once, in turn.  ZooKeeper runs on this machine with fsync on
 (`zkctl --durable`): a standalone server, and a 3-server ensemble on loopback.
-Two PostgreSQL 15 nodes, also local.  The machine is shared: treat small
-differences as noise.
+The last two columns ("no fsync") are the same with `forceSync=no`, where a
+request costs its round trip rather than the disk's fsync: the uncontended
+cycles, and on the standalone server the long queue.  Two PostgreSQL 15
+nodes, also local.  The machine is shared: treat small differences as noise.
 
 * **Uncontended cycle**: one session acquires and releases one lock, over and
   over.  The bare C client (bench/zkbare.c) does the recipe with the same C
@@ -1332,7 +1472,8 @@ differences as noise.
   waits; the packets all ZooKeeper servers receive (their `srvr` counts) are
   counted for a while once all are queued, per waiter and second; then the
   holder lets go and the drain runs to the last waiter's grant (each one
-  releases at once).
+  releases at once, then waits, still connected, until all are granted, so
+  that backends and psql processes ending do not take the drain's CPU).
 * **Release requests**: a backend of node_a holds a lock; a backend of
   node_b asks (`zk_lock_request_release`: a sync and the queue's listing,
   pipelined, then the write of `__REVOKE__`), and the time runs from the
@@ -1377,7 +1518,8 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     zkbare = Zkbare(args.zkbare)
     nodes = [Node(args.work, name) for name in NODES]
-    zks = [ZooKeeper(args.work, 1), ZooKeeper(args.work, 3)]
+    zks = [ZooKeeper(args.work, 1), ZooKeeper(args.work, 3),
+           ZooKeeper(args.work, 1, durable=False), ZooKeeper(args.work, 3, durable=False)]
     started = datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
     load0 = os.getloadavg()[0]
     t0 = time.time()
@@ -1396,6 +1538,15 @@ def main():
             t = Target(zk, zkbare, nodes)
             r = {}
             r.update(bench_cycles(t))
+            if not zk.durable:
+                # Where round trips dominate: the cycle, and the long
+                # queue's drain, which on a durable server is its fsyncs.
+                if zk.servers == 1:
+                    r.update(bench_long_queue(t))
+                failures += t.failures
+                results[zk.label] = r
+                zk.stop()
+                continue
             r.update(bench_first_use(t))
             r.update(bench_handoff(t))
             r.update(bench_waiters(t))
@@ -1404,6 +1555,8 @@ def main():
             r.update(bench_revoke(t))
             r.update(bench_cluster_view(t))
             r.update(bench_sessions(t))
+            if zk.servers == 1:
+                r.update(bench_burst(t))
             r.update(bench_throughput(t))
             r.update(bench_kill9(t))
             r.update(bench_fence(t))

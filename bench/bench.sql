@@ -129,11 +129,14 @@ BEGIN
 END $$;
 
 -- Many waiters: wait for the lock, note when it came and which queue node
--- got it, let the next one have it, and only then write it down.
+-- got it, let the next one have it, and only then write it down.  With a
+-- gate (an advisory lock the benchmark holds), wait there before ending, so
+-- that no backend's exit (and its psql's) takes the machine's CPU from the
+-- drain being timed.
 CREATE UNLOGGED TABLE bench_queue (
   run text, znode text, token bigint, granted timestamptz);
 
-CREATE FUNCTION bench_wait(run text, lock text)
+CREATE FUNCTION bench_wait(run text, lock text, gate bigint DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -145,6 +148,9 @@ BEGIN
   SELECT l.znode, l.token INTO held FROM zk_locks l WHERE l.name = lock;
   PERFORM zk_lock_release(lock);
   INSERT INTO bench_queue VALUES (run, held.znode, held.token, granted);
+  IF gate IS NOT NULL THEN
+    PERFORM pg_advisory_lock_shared(gate);
+  END IF;
 END $$;
 
 -- First use in a new backend: loading zklock (zk_session() opens no
@@ -226,4 +232,26 @@ BEGIN
     PERFORM zk_lock_release_requested(lock);
   END LOOP;
   RETURN extract(epoch FROM clock_timestamp() - t0) / n;
+END $$;
+
+-- A burst: each backend waits at the gate (an advisory lock the benchmark
+-- holds exclusively), then releases or acquires its lock in the same
+-- instant as every other; returns how long its call took, in milliseconds.
+CREATE FUNCTION bench_burst_step(what text, lock text, gate bigint)
+RETURNS float8
+LANGUAGE plpgsql AS $$
+DECLARE
+  t0 timestamptz;
+BEGIN
+  PERFORM pg_advisory_lock_shared(gate);
+  PERFORM pg_advisory_unlock_shared(gate);
+  t0 := clock_timestamp();
+  IF what = 'release' THEN
+    IF NOT zk_lock_release(lock) THEN
+      RAISE EXCEPTION 'lock % was not held', lock;
+    END IF;
+  ELSE
+    PERFORM zk_lock_acquire(lock, 300000);
+  END IF;
+  RETURN extract(epoch FROM clock_timestamp() - t0) * 1000;
 END $$;

@@ -9,7 +9,8 @@
 #
 # Installs what it needs, builds and installs zklock, builds bench/zkbare.c,
 # then bench/bench.py starts ZooKeeper (standalone, then a 3-server ensemble,
-# fsync on) and two PostgreSQL nodes, all on 127.0.0.1, prints the table and
+# fsync on; then both again with forceSync=no for the cycles and a long
+# queue) and two PostgreSQL nodes, all on 127.0.0.1, prints the table and
 # writes bench/RESULTS.md.  Everything it started is stopped on exit.
 set -euo pipefail
 
