@@ -755,10 +755,10 @@ bridge_last_contact(void)
 /* ---- watches on the nodes the backend created ---- */
 
 /*
- * Watch a node the backend just created, without waiting for the reply, so
- * that the watch goes out behind the requests already sent and costs no
- * round trip.  data is what the node was created with.  NULL if memory ran
- * out: the node is then not watched.
+ * Watch a node of the backend's found again after its create's reply was
+ * lost (bridge_create_held watches the others), without waiting for the
+ * reply.  data is what the node was created with.  NULL if memory ran out:
+ * the node is then not watched.
  */
 HeldWatch *
 bridge_watch_held(const char *path, const char *data)

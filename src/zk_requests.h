@@ -22,7 +22,7 @@ typedef enum ZkRequestKind
 	ZKREQ_DELETE,				/* one of the backend's nodes */
 	ZKREQ_DELETE_TAGGED,		/* its child of path whose name has the tag */
 	ZKREQ_UNWATCH,				/* the backend's watch on path */
-	ZKREQ_HELD_WATCH			/* watch a node the backend created */
+	ZKREQ_HELD_WATCH			/* watch a node the backend found again */
 } ZkRequestKind;
 
 /*

@@ -42,7 +42,7 @@ typedef struct SharedRequest
 	bool		oneway;			/* nobody waits for a reply */
 	bool		counted;		/* in the slot's deletes_pending */
 	int			arg;			/* CREATE: mode; (UN)WATCH: type; SET: version */
-	dsa_pointer held;			/* HELD_WATCH: its SharedHeld */
+	dsa_pointer held;			/* HELD_WATCH, DELETE, a lock node's CREATE: its SharedHeld */
 	/* The reply. */
 	int			rc;
 	int64		czxid;
