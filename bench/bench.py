@@ -1367,12 +1367,14 @@ def table_rows(res):
 def render_table(res):
     cols, rows = table_rows(res)
     width = max(len(label) for label, vals in rows if vals is not None) + 2
-    lines = [' ' * width + ''.join('%18s' % c for c in cols)]
+    cw = 2 + max([len(c) for c in cols] +
+                 [len(vals[c]) for _, vals in rows if vals is not None for c in cols])
+    lines = [' ' * width + ''.join(c.rjust(cw) for c in cols)]
     for label, vals in rows:
         if vals is None:
             lines.append(label)
         else:
-            lines.append(label.ljust(width) + ''.join('%18s' % vals[c] for c in cols))
+            lines.append(label.ljust(width) + ''.join(vals[c].rjust(cw) for c in cols))
     return '\n'.join(lines)
 
 
