@@ -23,7 +23,6 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
-#include "utils/memutils.h"
 #include "utils/wait_event.h"
 
 #include "compat.h"
@@ -211,7 +210,6 @@ bridge_attach(void)
 {
 	uint64		bits;
 	char		owner[ZK_OWNER_LEN + 1];
-	MemoryContext old;
 
 	if (my_slot != NULL)
 		return;
@@ -223,15 +221,7 @@ bridge_attach(void)
 			 (uint32) (bits >> 32), (uint32) (bits >> 16) & 0xFFFF,
 			 (uint32) bits & 0xFFFF);
 
-	old = MemoryContextSwitchTo(TopMemoryContext);
-#if PG_VERSION_NUM >= 170000
-	wait_set = CreateWaitEventSet(NULL, 2);
-#else
-	wait_set = CreateWaitEventSet(TopMemoryContext, 2);
-#endif
-	AddWaitEventToSet(wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-	AddWaitEventToSet(wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
-	MemoryContextSwitchTo(old);
+	wait_set = zk_latch_wait_set(0);
 
 	my_slot_no = ZK_MY_PROC_NUMBER;
 	my_slot = &zk_shared->slots[my_slot_no];

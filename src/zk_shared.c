@@ -180,6 +180,25 @@ zk_shared_free(dsa_pointer dp)
 }
 
 /* Set a latch of the worker's or a backend's, if there is one. */
+/*
+ * A wait event set, in TopMemoryContext, with this process's latch and
+ * postmaster death (which exits) in it; room for extra more events.
+ */
+WaitEventSet *
+zk_latch_wait_set(int extra)
+{
+	WaitEventSet *set;
+
+#if PG_VERSION_NUM >= 170000
+	set = CreateWaitEventSet(NULL, 2 + extra);
+#else
+	set = CreateWaitEventSet(TopMemoryContext, 2 + extra);
+#endif
+	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	return set;
+}
+
 void
 zk_wake(Latch *latch)
 {

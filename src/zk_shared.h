@@ -143,6 +143,7 @@ extern dsa_area *zk_area;
 
 extern void zk_shared_init(void);
 extern void zk_shared_attach(void);
+extern WaitEventSet *zk_latch_wait_set(int extra);
 extern void zk_wake(Latch *latch);
 extern void zk_held_unref(dsa_pointer dp, bool backends);
 extern dsa_pointer zk_shared_alloc(Size size, int flags);

@@ -606,13 +606,7 @@ turn_wait_set(pgsocket fd, uint32 socket_events, bool connected)
 	}
 	if (turn_set != NULL)
 		FreeWaitEventSet(turn_set);
-#if PG_VERSION_NUM >= 170000
-	turn_set = CreateWaitEventSet(NULL, 3);
-#else
-	turn_set = CreateWaitEventSet(TopMemoryContext, 3);
-#endif
-	AddWaitEventToSet(turn_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-	AddWaitEventToSet(turn_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	turn_set = zk_latch_wait_set(1);
 	if (fd != PGINVALID_SOCKET)
 		turn_set_socket_pos = AddWaitEventToSet(turn_set, socket_events, fd,
 												NULL, NULL);
