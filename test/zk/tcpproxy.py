@@ -34,6 +34,8 @@ connections = set()
 refusing = False
 partitioned = False
 delay_s = 0.0
+# How long the server's side of a cut connection stays open (see drop).
+CUT_SERVER_GRACE_S = 1.0
 # ZooKeeper's create, create2, createContainer and createTTL requests.
 CREATE_OPS = (1, 15, 19, 21)
 
@@ -47,6 +49,7 @@ class Connection:
         self.partitioned = False
         self.late = asyncio.Queue()
         self.closed = False
+        self.cut = False
         # Client-side framing (4-byte length, then the request: xid, type,
         # ...), so that a cut comes after a whole request, however the
         # client split it.
@@ -85,7 +88,12 @@ class Connection:
         return completed, creates
 
     def drop(self):
-        """Reset the client's side, close the server's side gracefully."""
+        """Reset the client's side, close the server's side gracefully.
+
+        After a cut, the server's side is closed only a while later: a
+        ZooKeeper server drops a request whose connection closed before
+        the request's turn came (a stale request), and the cut is to lose
+        the reply of a request the server carried out."""
         if self.closed:
             return
         self.closed = True
@@ -94,7 +102,11 @@ class Connection:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                             struct.pack("ii", 1, 0))
         self.client_writer.transport.abort()
-        self.server_writer.close()
+        if self.cut:
+            asyncio.get_running_loop().call_later(CUT_SERVER_GRACE_S,
+                                                  self.server_writer.close)
+        else:
+            self.server_writer.close()
         connections.discard(self)
 
 
@@ -116,6 +128,7 @@ async def pump(reader, writer, conn, from_client):
                 completed, creates = conn.count_requests(data)
                 if ((conn.cut_after_request and completed > 0) or
                         (conn.cut_after_create and creates > 0)):
+                    conn.cut = True
                     break
     except (ConnectionError, OSError):
         pass
