@@ -119,8 +119,13 @@ lost_locks_pre_commit(void)
 	{
 		LockEntry  *probe = lock_table_any_live(zk_session_generation());
 
-		zk_session_confirm(probe ? probe->node : NULL,
-						   probe ? probe->watch : NULL);
+		/*
+		 * With none of the live session, every lock is lost already: the
+		 * commit fails at once instead of waiting for a session that cannot
+		 * bring them back.
+		 */
+		if (probe != NULL)
+			zk_session_confirm(probe->node, probe->watch);
 	}
 	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
 

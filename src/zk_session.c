@@ -311,8 +311,8 @@ zk_session_confirm(const char *probe, HeldWatch *probe_watch)
 			/* Sent once connected; again if a reply was lost meanwhile. */
 			if (exists == NULL && status == ZK_SESSION_CONNECTED)
 			{
-				sync = bridge_sync(probe ? probe : zklock_root);
-				exists = bridge_exists(probe ? probe : zklock_root);
+				sync = bridge_sync(probe);
+				exists = bridge_exists(probe);
 			}
 			/* The sync is the leader's word; the exists, behind it, the node's. */
 			if (exists != NULL && bridge_done(sync) && bridge_done(exists))

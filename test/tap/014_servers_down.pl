@@ -5,6 +5,11 @@
 # once it is lost and the session worker cannot open a new one.  When the
 # servers come back, the same PostgreSQL session locks again, on the
 # worker's new ZooKeeper session.
+#
+# A transaction that wrote under a lock cannot commit once the session is
+# gone: a COMMIT made while the session may still live waits only for the
+# rest of its timeout, and one made after the session was given up fails
+# at once with 40001.
 
 use strict;
 use warnings;
@@ -29,6 +34,30 @@ is($s->query_safe(q{SELECT zk_lock_acquire('down') AND zk_lock_release('down')})
 my $old_session = zk_session_field($s, 'session_id');
 my $hosts = $zk->hosts;
 
+# Two transactions that wrote under a lock, to commit after the fall.
+$s->query_safe('CREATE TABLE work (x int)');
+my @writers;
+for my $i (1, 2)
+{
+	my $w = session($node, "writer$i");
+	$w->query_safe('\set VERBOSITY verbose');
+	$w->query_safe(qq{SELECT zk_lock_acquire('doomed$i')});
+	$w->query_safe('BEGIN');
+	$w->query_safe('INSERT INTO work VALUES (1)');
+	push @writers, $w;
+}
+
+sub commit_fails_ok
+{
+	my ($w, $lock, $what) = @_;
+	$w->query('COMMIT');
+	like($w->{stderr},
+		qr/ERROR:  40001: zklock lock "$lock" was lost before the transaction committed/,
+		"$what: the COMMIT fails with 40001");
+	$w->{stderr} = '';
+	return;
+}
+
 sub acquire_fails_ok
 {
 	my ($sqlstate, $message, $what) = @_;
@@ -49,6 +78,12 @@ acquire_fails_ok('08006', qq{lost connection to ZooKeeper at "$hosts"},
 	'servers down, session maybe alive');
 is(zk_session_field($s, 'state'), 'suspended', 'session suspended');
 
+commit_fails_ok($writers[0], 'doomed1', 'COMMIT while the session may live');
+my $lost_after = elapsed_since($t_down);
+cmp_ok($lost_after, '<', $session_timeout_ms / 1000 + 1.5,
+	sprintf('the COMMIT waited only for the rest of the session timeout (%.2f s after the fall)',
+		$lost_after));
+
 # The session worker gives the session up once its timeout has passed, and
 # opens a new one, which no server accepts yet.
 ok(defined wait_session_state($s, 'connecting', 30), 'session given up after its timeout');
@@ -56,6 +91,13 @@ note sprintf('session given up %.2f s after the servers went down', elapsed_sinc
 acquire_fails_ok('08001', qq{could not connect to ZooKeeper at "$hosts"},
 	'servers down, session lost');
 is(zk_session_field($s, 'state'), 'connecting', 'the session worker is opening a new session meanwhile');
+my $t_commit = time;
+commit_fails_ok($writers[1], 'doomed2', 'COMMIT after the session was given up');
+my $known_in = elapsed_since($t_commit);
+cmp_ok($known_in, '<', 1.0,
+	sprintf('a COMMIT whose loss is known fails at once (%.2f s)', $known_in));
+is($writers[1]->query_safe('SELECT count(*) FROM work'), '0', 'neither write committed');
+$_->quit for @writers;
 is($s->query_safe('SELECT count(*) FROM zk_locks'), '0', 'nothing held');
 
 my $t_up = time;
