@@ -32,14 +32,15 @@ set -euo pipefail
 # sid, PostgreSQL 18; the statistics test on experimental, 19) the chroot
 # also needs what they start or talk to: ZooKeeper itself (java), Kazoo,
 # IPC::Run; where the whole TAP suite runs also Curator and a JDK (test 020
-# compiles a Java client), PgBouncer and pg_cron.  Extend these lists here:
+# compiles a Java client), PgBouncer, pg_cron and gdb (test 054 injects a
+# fault with it).  Extend these lists here:
 # a cached chroot gets what it lacks on its next use.
 build_packages=(build-essential make gcc libc6-dev libzookeeper-st-dev
 	dpkg-dev debhelper postgresql-server-dev-all)
 # What any TAP test needs (a ZooKeeper server, Kazoo to read its tree), and
 # what the whole suite needs besides (test 020's Java client).
 tap_packages=(zookeeper python3 python3-kazoo libipc-run-perl)
-all_tap_packages=("${tap_packages[@]}" default-jdk-headless libcurator-recipes-java libslf4j-java)
+all_tap_packages=("${tap_packages[@]}" default-jdk-headless libcurator-recipes-java libslf4j-java gdb)
 declare -A chroot_release=(
 	[trixie]=trixie
 	[sid]=sid

@@ -18,6 +18,7 @@ zklock_packages=(
 	libzookeeper-mt2
 	zookeeper
 	libipc-run-perl
+	gdb
 	python3-kazoo
 	libcurator-recipes-java
 	openjdk-17-jdk-headless
