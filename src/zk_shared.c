@@ -179,7 +179,6 @@ zk_shared_free(dsa_pointer dp)
 	pg_atomic_fetch_sub_u64(&zk_shared->live_records, 1);
 }
 
-/* Set a latch of the worker's or a backend's, if there is one. */
 /*
  * A wait event set, in TopMemoryContext, with this process's latch and
  * postmaster death (which exits) in it; room for extra more events.
