@@ -73,6 +73,7 @@ if QUICK:
         first_use_rounds=3, first_use_later=10, deadlock_rounds=3,
         view_sizes=(1000,), view_reads=3,
         backends=200, burst=300, throughput_clients=(64,), throughput_seconds=2.0,
+        disconnects=400, terminations=200,
         kill9_rounds=1, revoke_rounds=1, revoke_requests=20,
         fence_rounds=1, fence_transactions=300)
 else:
@@ -89,6 +90,7 @@ else:
         first_use_rounds=5, first_use_later=20, deadlock_rounds=7,
         view_sizes=(1000, 10000), view_reads=5,
         backends=1000, burst=2000, throughput_clients=(64, 512), throughput_seconds=5.0,
+        disconnects=20000, terminations=1000,
         kill9_rounds=3, revoke_rounds=3, revoke_requests=50,
         fence_rounds=3, fence_transactions=2000)
 
@@ -202,6 +204,11 @@ class ZooKeeper:
         if self.hosts:
             run([ZKCTL, 'stop', self.dir])
             self.hosts = None
+
+    def signal(self, sig):
+        """Send sig to every server (zkctl keeps their pids)."""
+        for line in (self.dir / 'pids').read_text().splitlines():
+            os.kill(int(line.split()[1]), sig)
 
     def flw(self, port, cmd):
         """A four-letter command's reply."""
@@ -1054,6 +1061,107 @@ END $$""" % (lo, hi, quote(conn)))
                 burst_same_session=int(session0 == session1), burst_lost=lost)
 
 
+# ---- 7c. flat shared memory ----
+
+def worker_shared_memory(node):
+    """(kB of node's session worker's shared mappings that it touched,
+    dynamic shared memory segments it maps)."""
+    pid = int(node.value('SELECT worker_pid FROM zk_session()'))
+    rss, segments, shared = 0, set(), False
+    with open('/proc/%d/smaps' % pid) as f:
+        for line in f:
+            m = re.match(r'[0-9a-f]+-[0-9a-f]+ (\S+) \S+ \S+ \S+\s*(.*)$', line)
+            if m:
+                shared = m.group(1).endswith('s')
+                if m.group(2).startswith('/dev/shm/PostgreSQL.'):
+                    segments.add(m.group(2))
+            elif shared and line.startswith('Rss:'):
+                rss += int(line.split()[1])
+    return rss, len(segments)
+
+
+def settle(node, query, want, seconds):
+    """query's value once it is want, or after seconds."""
+    deadline = time.time() + seconds
+    while True:
+        v = node.value(query)
+        if v == want or time.time() > deadline:
+            return v
+        time.sleep(0.2)
+
+
+def await_value(node, query, want, seconds, what):
+    v = settle(node, query, want, seconds)
+    if v != want:
+        raise RuntimeError('%s: %s is %s, not %s' % (what, query, v, want))
+
+
+def bench_flat(t):
+    """CONF['disconnects'] connections of node_a that each take a session
+    lock and leave without releasing it (pgbench -C), then
+    CONF['terminations'] backends terminated while their create is in flight
+    (ZooKeeper stopped, a hundred at a time): the live records of the
+    worker's shared area, the shared memory it touched and its segments,
+    before and after."""
+    node = t.nodes[0]
+    n, nterm, per = CONF['disconnects'], CONF['terminations'], 100
+    log('  flat shared memory: %d connections leaving locked, %d terminated'
+        % (n, nterm))
+    records = "SELECT shared_records FROM zk_session_stats"
+    left = ("SELECT count(*) FROM zk_cluster_locks "
+            "WHERE lock_name LIKE 'bench-left-%' OR lock_name LIKE 'bench-term-%'")
+
+    def leave_locked(count):
+        clients = 4
+        run([PGBIN / 'pgbench', '-n', '-C', '-c', clients, '-j', clients,
+             '-t', count // clients, '-f', BENCH / 'pgbench' / 'leave_locked.sql',
+             '-h', '127.0.0.1', '-p', node.port, '-U', 'postgres', 'postgres'],
+            timeout=3600)
+        await_value(node, left, '0', 60, 'locks left by the connections')
+
+    leave_locked(300)
+    records0 = node.value(records)
+    rss0, segments0 = worker_shared_memory(node)
+    t0 = time.time()
+    leave_locked(n)
+    seconds = time.time() - t0
+    records1 = settle(node, records, records0, 60)
+    rss1, segments1 = worker_shared_memory(node)
+
+    conn = 'host=127.0.0.1 port=%d user=postgres dbname=postgres' % node.port
+    for b in range(nterm // per):
+        coord = node.session('bench_flat')
+        try:
+            coord.query("""SELECT count(dblink_connect('c' || i, %s ||
+  ' application_name=bench_term' || i)) FROM generate_series(1, %d) AS i"""
+                        % (quote(conn), per))
+            t.zk.signal(signal.SIGSTOP)
+            try:
+                coord.query("""SELECT count(dblink_send_query('c' || i,
+  'SELECT zk_lock_acquire(''bench-term-%d-' || i || ''')'))
+  FROM generate_series(1, %d) AS i""" % (b, per))
+                await_value(node, "SELECT count(*) FROM pg_stat_activity WHERE "
+                            "application_name LIKE 'bench\\_term%' "
+                            "AND wait_event_type = 'Extension'", str(per), 60,
+                            'waiting for their creates')
+                node.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                         "WHERE application_name LIKE 'bench\\_term%'")
+                await_value(node, "SELECT count(*) FROM pg_stat_activity WHERE "
+                            "application_name LIKE 'bench\\_term%'", '0', 60,
+                            'terminated')
+            finally:
+                t.zk.signal(signal.SIGCONT)
+        finally:
+            coord.close()
+    node.await_session()
+    await_value(node, left, '0', 60, 'locks of the terminated backends')
+    records2 = settle(node, records, records0, 60)
+    rss2, segments2 = worker_shared_memory(node)
+    return dict(flat_n=n, flat_per_s=n / seconds,
+                flat_records=(int(records0), int(records1), int(records2)),
+                flat_rss=(rss0, rss1, rss2), flat_segments=(segments0, segments1, segments2))
+
+
 # ---- 8. aggregate throughput ----
 
 def worker_requests(node):
@@ -1339,6 +1447,18 @@ def table_rows(res):
     row("  node_a's ZooKeeper session kept / sessions lost", lambda r: '%s / %d' % (
         'yes' if r['burst_same_session'] else 'NO', r['burst_lost']))
 
+    rows.append(('flat shared memory: %s connections of node_a leave holding a lock, then %s '
+                 'backends are terminated during a round trip' % (
+                     format(CONF['disconnects'], ','), format(CONF['terminations'], ',')), None))
+    row("  live records of the worker's shared area: before / after the disconnects / "
+        'after the terminations', lambda r: '%d / %d / %d' % r['flat_records'])
+    row('  shared memory the worker touched (kB): same three',
+        lambda r: '%d / %d / %d' % r['flat_rss'])
+    row('  dynamic shared memory segments it maps: same three',
+        lambda r: '%d / %d / %d' % r['flat_segments'])
+    row('  connections per second (each connects, locks, leaves)',
+        lambda r: fmt(r['flat_per_s'], '.0f'))
+
     rows.append(('aggregate throughput, N backends over 2 nodes, a lock each (cycles/s)', None))
     for n in CONF['throughput_clients']:
         row('  N=%-3d zklock' % n, lambda r, n=n: fmt(r['tp_zklock_%d' % n], '.0f'))
@@ -1567,6 +1687,7 @@ def main():
             r.update(bench_sessions(t))
             if zk.servers == 1:
                 r.update(bench_burst(t))
+                r.update(bench_flat(t))
             r.update(bench_throughput(t))
             r.update(bench_kill9(t))
             r.update(bench_fence(t))
