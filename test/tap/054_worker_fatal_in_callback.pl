@@ -41,8 +41,8 @@ my $gdb = IPC::Run::start(
 		'gdb', '-p', $worker, '-batch', '-nx',
 		'-ex', 'break create_done',
 		'-ex', 'continue',
-		'-ex', 'call ((_Bool (*)(int, const char *)) errstart)(22, 0)',
-		'-ex', 'call ((int (*)(const char *, ...)) errmsg)("fault injected in a ZooKeeper client callback")',
+		'-ex', 'call (void) ((char (*)(int, const char *)) errstart)(22, 0)',
+		'-ex', 'call (void) ((int (*)(const char *, ...)) errmsg)("fault injected in a ZooKeeper client callback")',
 		'-ex', 'call ((void (*)(const char *, int, const char *)) errfinish)("054", 1, "create_done")',
 	],
 	'<', \undef, '>', $gdb_out, '2>&1');
