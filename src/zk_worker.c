@@ -111,6 +111,39 @@ publish_state(int state)
 	SpinLockRelease(&zk_shared->mutex);
 }
 
+/*
+ * A connection the client dropped without a session event: a request sent
+ * outside zookeeper_process (zoo_acreate and the like, from the worker's
+ * queue) whose send fails closes the socket and marks the handle not
+ * connected, and no CONNECTING event follows, nor one for the failed
+ * reconnects after it.  The published state would say "connected" until a
+ * reconnect succeeds, which may be never: the session would never be
+ * judged silent for too long, and waiters would wait for it forever.  What
+ * the client says now wins over the last event.
+ */
+static void
+note_silent_disconnect(void)
+{
+	int			state;
+	bool		connected;
+
+	if (worker_zh == NULL)
+		return;
+	state = zoo_state(worker_zh);
+	if (state == ZOO_CONNECTED_STATE || state == ZOO_READONLY_STATE)
+		return;
+	SpinLockAcquire(&zk_shared->mutex);
+	connected = zk_shared->session.zk_state == ZOO_CONNECTED_STATE;
+	SpinLockRelease(&zk_shared->mutex);
+	if (!connected)
+		return;
+	ereport(LOG,
+			(errmsg("zklock: the connection of ZooKeeper session 0x%llx was lost while sending a request",
+					(unsigned long long) zoo_client_id(worker_zh)->client_id)));
+	publish_state(ZOO_CONNECTING_STATE);
+	worker_wake_all();
+}
+
 /* The worker's last session, for the server log's "replacing". */
 static int64 last_session_logged = 0;
 
@@ -640,6 +673,8 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 	}
 	else if (handle != NULL)
 	{
+		/* What was sent since the last turn may have found the connection gone. */
+		note_silent_disconnect();
 		rc = zookeeper_interest(handle, &fd, &interest, &tv);
 		if (rc == ZOK || rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT)
 		{
@@ -936,6 +971,7 @@ zklock_worker_main(Datum arg)
 				request_close(true);
 			}
 		}
+		note_silent_disconnect();
 		if (worker_zh != NULL)
 		{
 			SessionVerdict verdict = session_verdict();
