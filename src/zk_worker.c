@@ -971,7 +971,6 @@ zklock_worker_main(Datum arg)
 				request_close(true);
 			}
 		}
-		note_silent_disconnect();
 		if (worker_zh != NULL)
 		{
 			SessionVerdict verdict = session_verdict();
