@@ -27,7 +27,8 @@ our @EXPORT = qw(
   session send_query wait_marker poll_query zk_session_field wait_session_state
   cs_begin_sql cs_end_sql cs_waiter_sql queue_nodes
   freeze_until_suspended finish_checks fakedns_lib sleep_for
-  worker_pid wait_worker_session reconfigure dblink_send_many dblink_true_count);
+  worker_pid wait_worker_session reconfigure dblink_send_many dblink_true_count
+  traced_state);
 
 use constant ZK_ROOT => '/zklock_tap';
 
@@ -254,6 +255,16 @@ sub worker_pid
 		sleep 0.1;
 	}
 	return undef;
+}
+
+# A process under gdb (test 054, 055): (whether a tracer is attached, whether
+# it is in a tracing stop: at a breakpoint, or not yet let go).
+sub traced_state
+{
+	my ($pid) = @_;
+	my $status = slurp_file("/proc/$pid/status");
+	return ($status =~ /^TracerPid:\s*[1-9]/m ? 1 : 0,
+		$status =~ /^State:\s*t/m ? 1 : 0);
 }
 
 # Wait until $node's server session is connected (as zk_session() says);

@@ -52,9 +52,8 @@ my $t0 = time;
 my $armed = 0;
 while (time - $t0 < 60)
 {
-	my $status = slurp_file("/proc/$worker/status");
-	$armed = 1, last
-	  if $status =~ /^TracerPid:\s*[1-9]/m && $status !~ /^State:\s*t/m;
+	my ($traced, $stopped) = traced_state($worker);
+	$armed = 1, last if $traced && !$stopped;
 	sleep_for(0.1);
 }
 ok($armed, 'gdb waits in the callback for a create\'s reply')

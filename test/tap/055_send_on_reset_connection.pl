@@ -37,30 +37,22 @@ my $waiter = session($node_a, 'waiter');
 send_query($waiter, q{SELECT zk_lock_acquire('held', 120000)}, 'granted');
 ok(wait_for_wait_event($node_a, 'waiter'), 'node_a waits for it');
 
-sub worker_state
-{
-	my ($pid) = @_;
-	my $status = slurp_file("/proc/$pid/status");
-	return ($status =~ /^TracerPid:\s*(\d+)/m ? $1 : 0,
-		$status =~ /^State:\s*(\S)/m ? $1 : '?');
-}
-
-# Held at the next worker_drain_queue: attached, let go, then stopped again.
+# Held at the next worker_drain_queue.
 my $worker = worker_pid($node_b);
 my $gdb_in = '';
 my $gdb_out = '';
 my $gdb = IPC::Run::start([ 'gdb', '-q', '-nx', '-p', $worker ],
 	'<', \$gdb_in, '>', \$gdb_out, '2>&1');
 $gdb_in .= "set pagination off\nbreak worker_drain_queue\ncontinue\n";
+# gdb reports the hit ("Breakpoint 1, worker_drain_queue ...") only once
+# the worker stopped there, which may come before any look sees it running.
 my $t0 = time;
-my $let_go = 0;
 my $held = 0;
 while (time - $t0 < 60)
 {
 	$gdb->pump_nb;
-	my ($tracer, $state) = worker_state($worker);
-	$let_go = 1 if $tracer && $state ne 't';
-	$held = 1, last if $let_go && $tracer && $state eq 't' && $gdb_out =~ /Breakpoint 1, /;
+	my ($traced, $stopped) = traced_state($worker);
+	$held = 1, last if $traced && $stopped && $gdb_out =~ /Breakpoint 1, /;
 	sleep_for(0.05);
 }
 ok($held, 'the worker is held where a turn starts sending') or diag $gdb_out;
