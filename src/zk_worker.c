@@ -38,8 +38,11 @@
  */
 #include "postgres.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <zookeeper/zookeeper.h>
 
@@ -97,6 +100,39 @@ static int64 connect_not_before = 0;
 /* Settings the open session was made with. */
 static char *session_hosts = NULL;
 static int	session_timeout_asked = 0;
+
+/*
+ * The client writes each request in two sends, its length and then its
+ * body, on a socket with TCP_NODELAY: a turn that sent n requests put 2n
+ * small segments on the wire, each one a read for ZooKeeper.  Between two
+ * waits the socket is corked, so that what a turn sends (the replies'
+ * follow-ups, the queue's requests) leaves in as few segments as fit, when
+ * it is uncorked just before the next wait.
+ */
+static pgsocket corked_socket = PGINVALID_SOCKET;
+
+static void
+set_cork(pgsocket fd, int on)
+{
+	/* A socket the client closed meanwhile: nothing left to send on it. */
+	(void) setsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
+}
+
+static void
+cork_sends(pgsocket fd)
+{
+	set_cork(fd, 1);
+	corked_socket = fd;
+}
+
+static void
+uncork_sends(void)
+{
+	if (corked_socket == PGINVALID_SOCKET)
+		return;
+	set_cork(corked_socket, 0);
+	corked_socket = PGINVALID_SOCKET;
+}
 
 /* ---- the session ---- */
 
@@ -424,6 +460,8 @@ close_session(bool lost, bool keep_margin)
 
 	if (worker_zh == NULL)
 		return;
+	/* zookeeper_close sends the close and waits for its answer. */
+	uncork_sends();
 	close_deadline = 0;
 	if (keep_margin)
 	{
@@ -704,6 +742,7 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 	}
 	if (socket_events == 0)
 		fd = PGINVALID_SOCKET;
+	uncork_sends();
 	nhappened = WaitEventSetWait(turn_wait_set(fd, socket_events,
 											   handle != NULL &&
 											   zoo_state(handle) == ZOO_CONNECTED_STATE),
@@ -721,6 +760,8 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 	}
 	if (handle == NULL)
 		return;
+	if (fd != PGINVALID_SOCKET && zoo_state(handle) == ZOO_CONNECTED_STATE)
+		cork_sends(fd);
 	Assert(worker_client_depth == 0);
 	worker_client_depth++;
 	worker_wakes_hold();
@@ -747,8 +788,15 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 			break;
 		zookeeper_process(handle, ZOOKEEPER_READ);
 	}
-	worker_wakes_flush();
 	worker_client_depth--;
+
+	/*
+	 * What the replies called for (a new lock node's watch) goes out before
+	 * the backends wake: a backend's next request (the lock's release) then
+	 * does not queue behind it on the server.
+	 */
+	worker_flush_deferred();
+	worker_wakes_flush();
 }
 
 /* ---- ending a previous worker's session ---- */
