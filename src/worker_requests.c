@@ -25,7 +25,10 @@
  */
 #include "postgres.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <zookeeper/zookeeper.h>
 
 #include "lib/stringinfo.h"
@@ -38,6 +41,7 @@
 
 /* The open session's handle and generation, set by zk_worker.c. */
 zhandle_t  *worker_zh = NULL;
+pgsocket	worker_socket = PGINVALID_SOCKET;
 uint64		worker_generation = 0;
 char	   *worker_session_auth = NULL;
 
@@ -468,6 +472,39 @@ issue_call_now(Call *call, SharedRequest *sr)
 	}
 }
 
+/*
+ * The client writes each request in two sends, its length and then its
+ * body, on a socket with TCP_NODELAY: a batch of n requests went out as 2n
+ * small segments, each one a read for ZooKeeper.  A batch of two or more is
+ * corked, and leaves in as few segments as fit when it is uncorked.  (A
+ * socket the client closed meanwhile has nothing left to send; a new one
+ * under its number was never corked.)
+ */
+static pgsocket corked_socket = PGINVALID_SOCKET;
+
+static void
+batch_begin(int n)
+{
+	int			on = 1;
+
+	if (n < 2 || worker_socket == PGINVALID_SOCKET ||
+		zoo_state(worker_zh) != ZOO_CONNECTED_STATE)
+		return;
+	(void) setsockopt(worker_socket, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
+	corked_socket = worker_socket;
+}
+
+static void
+batch_end(void)
+{
+	int			off = 0;
+
+	if (corked_socket == PGINVALID_SOCKET)
+		return;
+	(void) setsockopt(corked_socket, IPPROTO_TCP, TCP_CORK, &off, sizeof(off));
+	corked_socket = PGINVALID_SOCKET;
+}
+
 static void
 worker_issue_call(Call *call, SharedRequest *sr)
 {
@@ -503,10 +540,15 @@ void
 worker_flush_deferred(void)
 {
 	dlist_head	batch;
+	int			n = 0;
 
 	dlist_init(&batch);
 	while (!dlist_is_empty(&worker_deferred))
+	{
 		dlist_push_tail(&batch, dlist_pop_head_node(&worker_deferred));
+		n++;
+	}
+	batch_begin(n);
 	while (!dlist_is_empty(&batch))
 	{
 		Deferred   *d = dlist_container(Deferred, node, dlist_pop_head_node(&batch));
@@ -530,6 +572,7 @@ worker_flush_deferred(void)
 		}
 		pfree(d);
 	}
+	batch_end();
 }
 
 /* A closed handle's deferred sends go with it (their calls are finished). */
@@ -703,6 +746,8 @@ take_request(dsa_pointer dp, SharedRequest *sr)
 void
 worker_issue_backlog(void)
 {
+	if (worker_zh != NULL)
+		batch_begin(Min(backlog_length, WORKER_MAX_IN_FLIGHT - worker_calls_in_flight));
 	while (DsaPointerIsValid(backlog_head) &&
 		   (worker_zh == NULL || worker_calls_in_flight < WORKER_MAX_IN_FLIGHT))
 	{
@@ -715,6 +760,7 @@ worker_issue_backlog(void)
 		backlog_length--;
 		take_request(dp, sr);
 	}
+	batch_end();
 	pg_atomic_write_u32(&zk_shared->requests_in_flight, (uint32) worker_calls_in_flight);
 	pg_atomic_write_u32(&zk_shared->requests_queued, (uint32) backlog_length);
 }

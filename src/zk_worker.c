@@ -38,11 +38,7 @@
  */
 #include "postgres.h"
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #include <zookeeper/zookeeper.h>
 
@@ -100,39 +96,6 @@ static int64 connect_not_before = 0;
 /* Settings the open session was made with. */
 static char *session_hosts = NULL;
 static int	session_timeout_asked = 0;
-
-/*
- * The client writes each request in two sends, its length and then its
- * body, on a socket with TCP_NODELAY: a turn that sent n requests put 2n
- * small segments on the wire, each one a read for ZooKeeper.  Between two
- * waits the socket is corked, so that what a turn sends (the replies'
- * follow-ups, the queue's requests) leaves in as few segments as fit, when
- * it is uncorked just before the next wait.
- */
-static pgsocket corked_socket = PGINVALID_SOCKET;
-
-static void
-set_cork(pgsocket fd, int on)
-{
-	/* A socket the client closed meanwhile: nothing left to send on it. */
-	(void) setsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
-}
-
-static void
-cork_sends(pgsocket fd)
-{
-	set_cork(fd, 1);
-	corked_socket = fd;
-}
-
-static void
-uncork_sends(void)
-{
-	if (corked_socket == PGINVALID_SOCKET)
-		return;
-	set_cork(corked_socket, 0);
-	corked_socket = PGINVALID_SOCKET;
-}
 
 /* ---- the session ---- */
 
@@ -460,8 +423,6 @@ close_session(bool lost, bool keep_margin)
 
 	if (worker_zh == NULL)
 		return;
-	/* zookeeper_close sends the close and waits for its answer. */
-	uncork_sends();
 	close_deadline = 0;
 	if (keep_margin)
 	{
@@ -742,7 +703,6 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 	}
 	if (socket_events == 0)
 		fd = PGINVALID_SOCKET;
-	uncork_sends();
 	nhappened = WaitEventSetWait(turn_wait_set(fd, socket_events,
 											   handle != NULL &&
 											   zoo_state(handle) == ZOO_CONNECTED_STATE),
@@ -760,33 +720,28 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 	}
 	if (handle == NULL)
 		return;
-	if (fd != PGINVALID_SOCKET && zoo_state(handle) == ZOO_CONNECTED_STATE)
-		cork_sends(fd);
+	/* The connection the client's sends go to until the next turn. */
+	worker_socket = fd != PGINVALID_SOCKET &&
+		zoo_state(handle) == ZOO_CONNECTED_STATE ? fd : PGINVALID_SOCKET;
 	Assert(worker_client_depth == 0);
 	worker_client_depth++;
 	worker_wakes_hold();
-	zookeeper_process(handle, ready);
+	rc = zookeeper_process(handle, ready);
 
 	/*
 	 * The client takes in one reply per call: take in those that arrived
 	 * with it before waiting again (a bounded number, so that new requests
 	 * go out too), or a busy server costs a whole turn per reply.  Only on a
-	 * connection that is up and has data, nothing else: a socket still
-	 * connecting, or one with an error, is the next turn's, as before (read
-	 * from there, a refused connect would look like a server that closed it).
+	 * connection that is up: a socket still connecting is the next turn's,
+	 * as before (read from there, a refused connect would look like a server
+	 * that closed it).  ZNOTHING: no whole reply was there to read, which
+	 * costs one read, as asking poll() first did for every reply.
 	 */
-	for (int i = 0; (ready & ZOOKEEPER_READ) && i < REPLIES_PER_TURN; i++)
+	for (int i = 0; (ready & ZOOKEEPER_READ) && rc != ZNOTHING && i < REPLIES_PER_TURN; i++)
 	{
-		struct pollfd pfd = {0};
-
-		if (zoo_state(handle) != ZOO_CONNECTED_STATE ||
-			zookeeper_interest(handle, &fd, &interest, &tv) != ZOK || fd < 0)
+		if (zoo_state(handle) != ZOO_CONNECTED_STATE)
 			break;
-		pfd.fd = fd;
-		pfd.events = POLLIN;
-		if (poll(&pfd, 1, 0) <= 0 || pfd.revents != POLLIN)
-			break;
-		zookeeper_process(handle, ZOOKEEPER_READ);
+		rc = zookeeper_process(handle, ZOOKEEPER_READ);
 	}
 	worker_client_depth--;
 
