@@ -125,7 +125,7 @@ typedef struct Deferred
 /* The open session's handle and generation, set by zk_worker.c. */
 extern zhandle_t *worker_zh;
 extern uint64 worker_generation;
-/* Its connection as of the last turn, if it was up then. */
+/* Its connection as of the last turn, if it was up then; none once closed. */
 extern pgsocket worker_socket;
 /* The credentials it was opened with: nodes get the protected ACL then. */
 extern char *worker_session_auth;

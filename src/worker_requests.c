@@ -746,8 +746,7 @@ take_request(dsa_pointer dp, SharedRequest *sr)
 void
 worker_issue_backlog(void)
 {
-	if (worker_zh != NULL)
-		batch_begin(Min(backlog_length, WORKER_MAX_IN_FLIGHT - worker_calls_in_flight));
+	batch_begin(Min(backlog_length, WORKER_MAX_IN_FLIGHT - worker_calls_in_flight));
 	while (DsaPointerIsValid(backlog_head) &&
 		   (worker_zh == NULL || worker_calls_in_flight < WORKER_MAX_IN_FLIGHT))
 	{

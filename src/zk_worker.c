@@ -454,6 +454,7 @@ close_session(bool lost, bool keep_margin)
 	zookeeper_close(worker_zh);
 	worker_client_depth--;
 	worker_zh = NULL;
+	worker_socket = PGINVALID_SOCKET;
 	worker_generation = 0;
 	worker_drop_deferred();
 
@@ -719,7 +720,10 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 			ready |= ZOOKEEPER_WRITE;
 	}
 	if (handle == NULL)
+	{
+		worker_flush_deferred();
 		return;
+	}
 	/* The connection the client's sends go to until the next turn. */
 	worker_socket = fd != PGINVALID_SOCKET &&
 		zoo_state(handle) == ZOO_CONNECTED_STATE ? fd : PGINVALID_SOCKET;
@@ -1001,7 +1005,6 @@ zklock_worker_main(Datum arg)
 					close_deadline != 0 ?
 					Min(Max(close_deadline - bridge_now_ms(), 1), SLOT_CHECK_MS) :
 					SLOT_CHECK_MS);
-		worker_flush_deferred();
 		CHECK_FOR_INTERRUPTS();
 	}
 
