@@ -38,6 +38,7 @@ import math
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -193,7 +194,10 @@ class ZooKeeper:
         self.hosts = None
 
     def start(self):
-        self.hosts = run([ZKCTL, 'start', self.dir, '--servers', self.servers]
+        # Lock parents are containers: empty ones go after ZooKeeper's
+        # default minute, as in production, not zkctl's second for tests.
+        self.hosts = run([ZKCTL, 'start', self.dir, '--servers', self.servers,
+                          '--default-containers']
                          + (['--durable'] if self.durable else [])).strip()
         self.ports = [int(h.rsplit(':', 1)[1]) for h in self.hosts.split(',')]
         srvr = self.flw(self.ports[0], 'srvr')
@@ -205,10 +209,14 @@ class ZooKeeper:
             run([ZKCTL, 'stop', self.dir])
             self.hosts = None
 
+    def pids(self):
+        """The servers' pids (zkctl keeps them)."""
+        return [int(line.split()[1]) for line in (self.dir / 'pids').read_text().splitlines()]
+
     def signal(self, sig):
-        """Send sig to every server (zkctl keeps their pids)."""
-        for line in (self.dir / 'pids').read_text().splitlines():
-            os.kill(int(line.split()[1]), sig)
+        """Send sig to every server."""
+        for pid in self.pids():
+            os.kill(pid, sig)
 
     def flw(self, port, cmd):
         """A four-letter command's reply."""
@@ -1172,16 +1180,24 @@ def worker_requests(node):
 
 def bench_throughput(t):
     """N backends over the two nodes, each cycling on a lock of its own, for
-    throughput_seconds; against zkbare with N threads on one session."""
+    throughput_seconds; against zkbare with N threads on one session.  Both
+    share this machine's cores with ZooKeeper, so the CPU each part spends
+    per cycle says what bounds the throughput: ZooKeeper, the SQL side
+    (backends and pgbench), or the session workers."""
     out = {}
     secs = CONF['throughput_seconds']
+    hz = os.sysconf('SC_CLK_TCK')
     for n in CONF['throughput_clients']:
         log('  aggregate throughput: %d clients' % n)
         # pgbench's -T counts its connecting (about 20 ms per connection on
-        # a 2-core machine, 5 s for 256): the tps it reports leaves that
-        # out, so the run is made longer by as much.
+        # a 2-core machine, 5 s for 256, twice that beside an ensemble): the
+        # tps it reports leaves that out, so the run is made longer by as
+        # much, and by a margin for the CPU's window below to end before the
+        # backends do.
+        run_s = int(secs + n / 10 + 3)
+        spawned = time.time()
         procs = [spawn([PGBIN / 'pgbench', '-n', '-f', BENCH / 'pgbench' / 'throughput.sql',
-                        '-T', str(int(secs + n / 25)), '-c', str(n // 2), '-j', '4',
+                        '-T', str(run_s), '-c', str(n // 2), '-j', '4',
                         '-h', '127.0.0.1', '-p', str(node.port), '-U', 'postgres', 'postgres'],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for node in t.nodes]
@@ -1190,10 +1206,32 @@ def bench_throughput(t):
         ticks0 = proc_cpu_ticks(workers)
         requests0 = sum(worker_requests(node) for node in t.nodes)
         w0 = time.time()
+        # The CPU of every part over throughput_seconds once all backends
+        # are connected (they cycle from then on).  Not those of an earlier
+        # pgbench that are still exiting.
+        backends = []
+        deadline = spawned + run_s - 2
+        while len(backends) < n and time.time() < deadline:
+            time.sleep(0.1)
+            backends = [int(pid) for node in t.nodes for (pid,) in node.sql(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench' "
+                "AND backend_start >= to_timestamp(%f)" % spawned)]
+        # Cycles are counted by their creates: one each.
+        window = min(secs, spawned + run_s - 1 - time.time())
+        if len(backends) < n or window < 1:
+            raise RuntimeError('%d of %d backends connected in %.0f s'
+                               % (len(backends), n, time.time() - spawned))
+        parts = {'zk': t.zk.pids(), 'sql': backends + [p.pid for p in procs], 'worker': workers}
+        cpu0 = {k: proc_cpu_ticks(pids) for k, pids in parts.items()}
+        creates0 = sum(int(node.value('SELECT creates FROM zk_session_stats')) for node in t.nodes)
+        time.sleep(window)
+        cpu = {k: (proc_cpu_ticks(pids) - cpu0[k]) / hz for k, pids in parts.items()}
+        cycles = sum(int(node.value('SELECT creates FROM zk_session_stats'))
+                     for node in t.nodes) - creates0
         tps = 0.0
         connecting = 0.0
         for p in procs:
-            o, e = p.communicate(timeout=secs + n / 25 + 120)
+            o, e = p.communicate(timeout=run_s + 120)
             if p.returncode != 0:
                 raise RuntimeError('pgbench failed: %s' % e)
             m = re.search(r'tps = ([\d.]+)', o)
@@ -1202,14 +1240,22 @@ def bench_throughput(t):
             tps += float(m.group(1))
             m = re.search(r'initial connection time = ([\d.]+) ms', o)
             connecting = max(connecting, float(m.group(1)) / 1000 if m else 0.0)
-        cpu_s = (proc_cpu_ticks(workers) - ticks0) / os.sysconf('SC_CLK_TCK')
+        cpu_s = (proc_cpu_ticks(workers) - ticks0) / hz
         # The share of a core while the backends cycle (not while they connect).
         wall = time.time() - w0 - connecting
         requests = sum(worker_requests(node) for node in t.nodes) - requests0
         out['tp_worker_us_%d' % n] = cpu_s * 1e6 / max(requests, 1)
         out['tp_worker_core_%d' % n] = cpu_s / len(workers) / wall
+        for k, s in cpu.items():
+            out['tp_cpu_%s_%d' % (k, n)] = s * 1e6 / max(cycles, 1)
+        zk0 = proc_cpu_ticks(t.zk.pids())
+        own0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         bare = float(t.zkbare(t.zk, 'throughput', BARE_ROOT + '/tp', n, secs,
                               timeout=secs + 120))
+        own = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out['tp_bare_cpu_zk_%d' % n] = (proc_cpu_ticks(t.zk.pids()) - zk0) / hz * 1e6 / (bare * secs)
+        out['tp_bare_cpu_client_%d' % n] = (own.ru_utime + own.ru_stime - own0.ru_utime
+                                            - own0.ru_stime) * 1e6 / (bare * secs)
         out['tp_zklock_%d' % n] = tps
         out['tp_bare_%d' % n] = bare
     return out
@@ -1468,6 +1514,13 @@ def table_rows(res):
         row('        session worker: CPU per request (us) / share of a core',
             lambda r, n=n: '%s / %s' % (fmt(r['tp_worker_us_%d' % n], '.1f'),
                                         fmt(r['tp_worker_core_%d' % n], '.2f')))
+        row('        CPU per cycle (us): ZooKeeper / backends + pgbench / workers',
+            lambda r, n=n: '%s / %s / %s' % (fmt(r['tp_cpu_zk_%d' % n], '.0f'),
+                                             fmt(r['tp_cpu_sql_%d' % n], '.0f'),
+                                             fmt(r['tp_cpu_worker_%d' % n], '.0f')))
+        row('        bare C, CPU per cycle (us): ZooKeeper / its process',
+            lambda r, n=n: '%s / %s' % (fmt(r['tp_bare_cpu_zk_%d' % n], '.0f'),
+                                        fmt(r['tp_bare_cpu_client_%d' % n], '.0f')))
 
     rows.append(('fencing at the resource: INSERT + COMMIT in node_a\'s database (no ZooKeeper)', None))
     for c in FENCE_WRITERS:
@@ -1553,8 +1606,11 @@ of its section once, in turn.  ZooKeeper runs on this machine with fsync on
 (`zkctl --durable`): a standalone server, and a 3-server ensemble on loopback.
 The last two columns ("no fsync") are the same with `forceSync=no`, where a
 request costs its round trip rather than the disk's fsync: the uncontended
-cycles, and on the standalone server the long queue.  Two PostgreSQL 15
-nodes, also local.  The machine is shared: treat small differences as noise.
+cycles, and on the standalone server the long queue.  Every server keeps
+ZooKeeper's default minute before it removes an empty container, as a lock's
+parent is (`zkctl --default-containers`; the tests' servers take a second).
+Two PostgreSQL 15 nodes, also local.  The machine is shared: treat small
+differences as noise.
 
 * **Uncontended cycle**: one session acquires and releases one lock, over and
   over.  The bare C client (bench/zkbare.c) does the recipe with the same C
@@ -1613,7 +1669,14 @@ nodes, also local.  The machine is shared: treat small differences as noise.
   two sessions: the asker syncs, lists the queue and writes the lowest
   node; the holder, watching its own node's data as a revocable Curator
   holder does, reads it again when its watch fires.  The holder takes the
-  lock anew for each request.""" % DEADLOCK_TIMEOUT_MS
+  lock anew for each request.
+* **Aggregate throughput**: pgbench cycles a lock of each client's own
+  (bench/pgbench/throughput.sql) with N/2 clients on each node; zkbare runs
+  N threads on one session.  Everything shares this machine's cores, so the
+  CPU each part spends per cycle (utime+stime from /proc over a window once
+  all backends are connected; cycles counted by the workers' creates) says
+  what bounds it: ZooKeeper, the SQL side (backends and pgbench), or the
+  session workers.""" % DEADLOCK_TIMEOUT_MS
     with open(path, 'w') as f:
         f.write('# zklock benchmark results\n\n')
         f.write('Produced by `bash bench/run.sh`%s on %s, in %.1f minutes.\n\n'

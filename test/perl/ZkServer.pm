@@ -63,7 +63,11 @@ sub stop_process
 }
 
 # new(servers => 1|3, tick_ms => 500, dir => ..., durable => 0, keep => 0,
-#     max_client_cnxns => 0 (no limit), partitionable => 0)
+#     max_client_cnxns => 0 (no limit), partitionable => 0,
+#     default_containers => 0)
+#
+# Empty container nodes go within a second on a server that is not durable,
+# so that tests see them go; default_containers keeps ZooKeeper's minute.
 #
 # partitionable (3 servers): server 1 reaches the leader, server 3, through
 # a proxy that cut_link() blackholes: a follower cut off from its leader.
@@ -77,6 +81,7 @@ sub new
 		keep => $opts{keep} // 0,
 		max_client_cnxns => $opts{max_client_cnxns} // 0,
 		partitionable => $opts{partitionable} // 0,
+		default_containers => $opts{default_containers} // 0,
 		dir => $opts{dir}
 		  // File::Temp::tempdir('zklock_zk_XXXX', TMPDIR => 1, CLEANUP => 1),
 		pids => {},
@@ -179,10 +184,11 @@ sub start
 			open STDERR, '>&', \*STDOUT;
 			POSIX::setsid();
 			{
-				# Empty containers go within a second in tests (a system
-				# property: zoo.cfg cannot set it); the durable servers of the
-				# benchmark keep ZooKeeper's default minute.
-				my @container = $self->{durable} ? () : ('-Dznode.container.checkIntervalMs=1000');
+				# A system property: zoo.cfg cannot set it.
+				my @container =
+				  $self->{durable} || $self->{default_containers}
+				  ? ()
+				  : ('-Dznode.container.checkIntervalMs=1000');
 				exec 'java', '-Xmx256m', '-XX:+UseSerialGC', @container,
 				  "-Dzookeeper.log.dir=$self->{dir}",
 				  '-cp', '/etc/zookeeper/conf:/usr/share/java/zookeeper.jar',
