@@ -1178,6 +1178,11 @@ def worker_requests(node):
                           '+ watch_removals + syncs + sets FROM zk_session_stats'))
 
 
+def worker_creates(nodes):
+    """Creates the nodes' session workers sent so far: one per lock cycle."""
+    return sum(int(node.value('SELECT creates FROM zk_session_stats')) for node in nodes)
+
+
 def bench_throughput(t):
     """N backends over the two nodes, each cycling on a lock of its own, for
     throughput_seconds; against zkbare with N threads on one session.  Both
@@ -1223,11 +1228,10 @@ def bench_throughput(t):
                                % (len(backends), n, time.time() - spawned))
         parts = {'zk': t.zk.pids(), 'sql': backends + [p.pid for p in procs], 'worker': workers}
         cpu0 = {k: proc_cpu_ticks(pids) for k, pids in parts.items()}
-        creates0 = sum(int(node.value('SELECT creates FROM zk_session_stats')) for node in t.nodes)
+        creates0 = worker_creates(t.nodes)
         time.sleep(window)
         cpu = {k: (proc_cpu_ticks(pids) - cpu0[k]) / hz for k, pids in parts.items()}
-        cycles = sum(int(node.value('SELECT creates FROM zk_session_stats'))
-                     for node in t.nodes) - creates0
+        cycles = worker_creates(t.nodes) - creates0
         tps = 0.0
         connecting = 0.0
         for p in procs:
