@@ -42,8 +42,6 @@
 /* Container parents may vanish between our calls; don't loop forever. */
 #define MAX_PARENT_RETRIES 10
 
-/* Bound on the parents remembered as existing (16 bytes and change each). */
-
 /*
  * One call's acquisition: one attempt, or two for a semaphore (its gate,
  * then its lease), which share the deadline and lock_timeout.
@@ -69,7 +67,7 @@ typedef struct Attempt
 	char	   *data;			/* JSON describing this backend */
 
 	/* Requests in flight; each is either NULL or owned by the attempt. */
-	ZkRequest  *parent_create;
+	ZkPathCreates *path_creates;	/* the parent's, sent in front of create */
 	ZkRequest  *create;
 	ZkRequest  *children;
 	ZkRequest  *watch;
@@ -166,13 +164,14 @@ parent_seen(const char *parent, bool exists)
 /*
  * Send the create and, right behind it, the listing that will include it.
  * A parent not known to exist is created (as a container) right in front, in
- * the same round trip; if it exists already, that create just fails.
+ * the same round trip, with every ancestor of it when whole_path; if one
+ * exists already, its create just fails.
  */
 static void
-send_create(Attempt *a)
+send_create(Attempt *a, bool whole_path)
 {
-	if (!parent_known(a->parent))
-		a->parent_create = bridge_create(a->parent, "", 0, ZOO_CONTAINER, NULL);
+	if (whole_path || !parent_known(a->parent))
+		a->path_creates = zk_send_path_creates(a->parent, whole_path);
 	a->create = bridge_create_held(a->prefix, a->data, a->tag);
 	a->children = bridge_get_children(a->parent);
 }
@@ -251,21 +250,38 @@ find_lost_create(Attempt *a)
 /*
  * Get our node into the queue.  Returns false if the deadline passed; the
  * give-up path then cleans up whatever is in flight.
+ *
+ * A parent gone since it was seen (containers go a while after their last
+ * child; ZooKeeper's default is a minute) costs one failed create, then the
+ * whole path's creates in front of the node's: two round trips, whatever
+ * part of the path the server removed.
  */
 static bool
 enqueue(Attempt *a)
 {
+	bool		whole_path = false;
+
 	for (int tries = 0;; tries++)
 	{
 		int			rc;
+		ZkPathCreates *path_creates;
 
-		send_create(a);
+		send_create(a, whole_path);
 		if (!await_reply(a, a->create))
 			return false;
-		/* Answered in order: the parent's create is done too. */
-		drop_request(&a->parent_create);
 		rc = a->create->rc;
 		parent_seen(a->parent, rc != ZNONODE);
+		/* Answered in order: the path's creates are done too. */
+		path_creates = a->path_creates;
+		a->path_creates = NULL;
+		if (path_creates != NULL && rc == ZNONODE && whole_path)
+		{
+			/* The path's own errors (a missing chroot, an ACL) raise here. */
+			if (!zk_path_creates_finish(path_creates, a->acq->deadline, NULL))
+				return false;
+		}
+		else if (path_creates != NULL)
+			zk_path_creates_abandon(path_creates);
 		if (rc == ZOK)
 		{
 			a->node = pstrdup(a->create->created);
@@ -286,10 +302,7 @@ enqueue(Attempt *a)
 				return true;
 		}
 		else if (rc == ZNONODE && tries < MAX_PARENT_RETRIES)
-		{
-			if (!zk_create_path(a->parent, a->acq->deadline, NULL))
-				return false;
-		}
+			whole_path = true;
 		else
 			zk_report_error(rc, ZK_ACTION_CREATE, a->prefix);
 	}
@@ -565,7 +578,11 @@ static void
 give_up(Attempt *a)
 {
 	deadlock_withdraw(&a->dl);
-	drop_request(&a->parent_create);
+	if (a->path_creates)
+	{
+		zk_path_creates_abandon(a->path_creates);
+		a->path_creates = NULL;
+	}
 	drop_request(&a->create);
 	drop_request(&a->children);
 	drop_request(&a->watch);

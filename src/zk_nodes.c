@@ -85,77 +85,108 @@ zk_report_error(int rc, ZkAction action, const char *path)
 			 failed_message(action, path, rc)));
 }
 
+/* Creates in flight for a path, root first; see zk_send_path_creates. */
+struct ZkPathCreates
+{
+	int			n;
+	bool		from_top;		/* reqs[0] creates a child of "/" */
+	ZkRequest  *reqs[FLEXIBLE_ARRAY_MEMBER];
+};
+
 /*
- * Create path and every ancestor of it that is missing, root first, in one
- * pipelined batch.  All are containers, so the server removes each once its
- * last child is gone (zklock.root too: a lock tree nobody uses leaves
- * nothing behind).  False if deadline (0: none) passed first.  An error
- * raises, unless error is given: then the first one is left there.
+ * Send, without waiting, the create of path and, with ancestors, of every
+ * ancestor of it first, root first: one pipelined batch, answered in order.
+ * All are containers, so the server removes each once its last child is gone
+ * (zklock.root too: a lock tree nobody uses leaves nothing behind).
  */
-bool
-zk_create_path(const char *target, int64 deadline, int *error)
+ZkPathCreates *
+zk_send_path_creates(const char *target, bool ancestors)
 {
 	char	   *path = pstrdup(target);
-	int			n = 0;
-	ZkRequest **reqs;
-	char	   *p;
-	volatile bool answered = true;
+	int			depth = 0;
+	ZkPathCreates *pc;
 
-	for (p = path + 1; *p; p++)
+	for (char *p = path + 1; *p; p++)
 		if (*p == '/')
-			n++;
-	reqs = palloc0(sizeof(ZkRequest *) * (n + 1));
-
-	n = 0;
-	for (p = path + 1;; p++)
+			depth++;
+	pc = palloc0(offsetof(ZkPathCreates, reqs) +
+				 sizeof(ZkRequest *) * (ancestors ? depth + 1 : 1));
+	pc->from_top = ancestors || depth == 0;
+	for (char *p = ancestors ? path + 1 : path + strlen(path);; p++)
 	{
 		if (*p == '/' || *p == '\0')
 		{
 			bool		last = (*p == '\0');
 
 			*p = '\0';
-			reqs[n++] = bridge_create(path, "", 0, ZOO_CONTAINER, NULL);
+			pc->reqs[pc->n++] = bridge_create(path, "", 0, ZOO_CONTAINER, NULL);
 			if (last)
 				break;
 			*p = '/';
 		}
 	}
+	pfree(path);
+	return pc;
+}
+
+/* Forget the creates' answers; never raises. */
+void
+zk_path_creates_abandon(ZkPathCreates *pc)
+{
+	for (int i = 0; i < pc->n; i++)
+		if (pc->reqs[i] != NULL)
+			bridge_abandon(pc->reqs[i]);
+	pfree(pc);
+}
+
+/*
+ * Wait for the creates' answers and free them.  False if deadline (0: none)
+ * passed first.  An error raises, unless error is given: then the first one
+ * is left there.  A missing node (ZNONODE: an ancestor not created in front,
+ * or removed again since) is not an error: the caller's next attempt tells.
+ */
+bool
+zk_path_creates_finish(ZkPathCreates *pc, int64 deadline, int *error)
+{
+	volatile bool answered = true;
 
 	PG_TRY();
 	{
-		for (int i = 0; i < n &&
-			 (answered = zk_session_await(reqs[i], deadline, ZK_CREATING_NODES));
+		for (int i = 0; i < pc->n &&
+			 (answered = zk_session_await(pc->reqs[i], deadline, ZK_CREATING_NODES));
 			 i++)
 		{
-			int			rc = reqs[i]->rc;
+			int			rc = pc->reqs[i]->rc;
 
 			if (error != NULL)
 			{
 				if (rc != ZOK && rc != ZNODEEXISTS && *error == ZOK)
 					*error = rc;
 			}
-			else if (rc == ZNONODE && i == 0)
-				zk_report_missing_chroot(reqs[i]->path, rc);
+			else if (rc == ZNONODE && i == 0 && pc->from_top)
+				zk_report_missing_chroot(pc->reqs[i]->path, rc);
 			/* Lost replies are harmless: the next create attempt retries. */
 			else if (rc != ZOK && rc != ZNODEEXISTS && !bridge_reply_lost(rc) &&
 					 rc != ZNONODE)
-				zk_report_error(rc, ZK_ACTION_CREATE, reqs[i]->path);
-			bridge_free(reqs[i]);
-			reqs[i] = NULL;
+				zk_report_error(rc, ZK_ACTION_CREATE, pc->reqs[i]->path);
+			bridge_free(pc->reqs[i]);
+			pc->reqs[i] = NULL;
 		}
 	}
 	PG_CATCH();
 	{
-		for (int i = 0; i < n; i++)
-			if (reqs[i] != NULL)
-				bridge_abandon(reqs[i]);
+		zk_path_creates_abandon(pc);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	for (int i = 0; i < n; i++)
-		if (reqs[i] != NULL)
-			bridge_abandon(reqs[i]);
-	pfree(reqs);
-	pfree(path);
+	zk_path_creates_abandon(pc);
 	return answered;
+}
+
+/* Create path and every ancestor of it that is missing, in one round trip. */
+bool
+zk_create_path(const char *target, int64 deadline, int *error)
+{
+	return zk_path_creates_finish(zk_send_path_creates(target, true),
+								  deadline, error);
 }

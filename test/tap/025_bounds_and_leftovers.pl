@@ -13,6 +13,12 @@
 #    not after up to twice that.
 # 4. Reading a lock queue gives up after zklock.connect_timeout when the
 #    server does not answer, instead of waiting for the session timeout.
+# 5. A lock whose parent the server removed since this server saw it (its
+#    minute as an empty container) is acquired again in two round trips: a
+#    failed create, then the whole path's creates in front of the node's.
+#    Counted in creates: four whether the root went too or only the parent
+#    (five before, in three round trips), and five for a server that never
+#    saw the parent, with the root gone (six before).
 
 use strict;
 use warnings;
@@ -140,6 +146,44 @@ END $$});
 	is($s->query_safe(q{SELECT count(*) FROM zk_lock_holders('q25')}), '1', 'and reads the queue');
 	$s->query_safe(q{SELECT zk_lock_release_all()});
 	$s->quit;
+}
+
+# 5. A parent removed since it was seen.
+{
+	my $s = session($node_a, 'reaped');
+	my $creates = sub {
+		my ($sess) = @_;
+		return $sess->query_safe(q{SELECT creates FROM zk_session_stats});
+	};
+	my $acquire_counting = sub {
+		my ($sess, $name) = @_;
+		my $before = $creates->($sess);
+		$sess->query_safe(qq{SELECT zk_lock_acquire('$name')});
+		is(scalar @{ $zk->ephemerals(ZK_ROOT . "/$name") }, 1, "$name is held");
+		return $creates->($sess) - $before;
+	};
+	my $gone = sub {
+		my @paths = @_;
+		return $zk->wait_until_empty(sub { nodes_under(@paths) }, 15);
+	};
+
+	$s->query_safe(q{SELECT zk_lock_acquire('reap25'); SELECT zk_lock_release('reap25')});
+	is_deeply($gone->(ZK_ROOT), [], 'released, the lock and zklock.root are removed');
+	is($acquire_counting->($s, 'reap25'), 4,
+		'acquired again: a failed create, then the root, the parent and the node');
+
+	$s->query_safe(q{SELECT zk_lock_acquire('keep25'); SELECT zk_lock_release('reap25')});
+	is_deeply($gone->(ZK_ROOT . '/reap25'), [], 'released beside a held lock, only its parent is removed');
+	is($acquire_counting->($s, 'reap25'), 4,
+		'acquired again: a failed create, then the root (it exists), the parent and the node');
+	$s->query_safe(q{SELECT zk_lock_release_all()});
+	is_deeply($gone->(ZK_ROOT), [], 'all released, the tree is removed');
+
+	my $cold = session($node_b, 'reaped_cold');
+	is($acquire_counting->($cold, 'cold25'), 5,
+		'a parent never seen, below a root that is gone: the parent and the node, then the root, the parent and the node');
+	$cold->query_safe(q{SELECT zk_lock_release_all()});
+	$_->quit for $s, $cold;
 }
 
 finish_checks($zk, [ $node_a, $node_b ]);
