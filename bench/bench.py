@@ -681,6 +681,15 @@ def proc_cpu_ticks(pids):
     return ticks
 
 
+def machine_ticks():
+    """The machine's CPU time so far, all cores, in ticks: busy (user, nice,
+    system, irq, softirq; steal too, which the hypervisor took) and idle
+    (idle, iowait)."""
+    with open('/proc/stat') as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return v[0] + v[1] + v[2] + v[5] + v[6] + v[7], v[3] + v[4]
+
+
 def many_waiters(zk, zkbare, nodes, run_id):
     lock = 'queue-%s' % run_id
     parent = '%s/%s' % (ZK_ROOT, lock)
@@ -1178,9 +1187,10 @@ def worker_requests(node):
                           '+ watch_removals + syncs + sets FROM zk_session_stats'))
 
 
-def worker_creates(nodes):
-    """Creates the nodes' session workers sent so far: one per lock cycle."""
-    return sum(int(node.value('SELECT creates FROM zk_session_stats')) for node in nodes)
+def worker_deletes(nodes):
+    """Deletes the nodes' session workers sent so far: one per lock cycle (a
+    create may be more when a lock's parent was removed meanwhile)."""
+    return sum(int(node.value('SELECT deletes FROM zk_session_stats')) for node in nodes)
 
 
 def bench_throughput(t):
@@ -1188,7 +1198,9 @@ def bench_throughput(t):
     throughput_seconds; against zkbare with N threads on one session.  Both
     share this machine's cores with ZooKeeper, so the CPU each part spends
     per cycle says what bounds the throughput: ZooKeeper, the SQL side
-    (backends and pgbench), or the session workers."""
+    (backends and pgbench), the session workers, or none (the machine idle).
+    The parts, the other processes and the idle time add up to the cores'
+    time per cycle."""
     out = {}
     secs = CONF['throughput_seconds']
     hz = os.sysconf('SC_CLK_TCK')
@@ -1221,17 +1233,21 @@ def bench_throughput(t):
             backends = [int(pid) for node in t.nodes for (pid,) in node.sql(
                 "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench' "
                 "AND backend_start >= to_timestamp(%f)" % spawned)]
-        # Cycles are counted by their creates: one each.
+        # Cycles are counted by their deletes: one each.
         window = min(secs, spawned + run_s - 1 - time.time())
         if len(backends) < n or window < 1:
             raise RuntimeError('%d of %d backends connected in %.0f s'
                                % (len(backends), n, time.time() - spawned))
         parts = {'zk': t.zk.pids(), 'sql': backends + [p.pid for p in procs], 'worker': workers}
         cpu0 = {k: proc_cpu_ticks(pids) for k, pids in parts.items()}
-        creates0 = worker_creates(t.nodes)
+        machine0 = machine_ticks()
+        deletes0 = worker_deletes(t.nodes)
         time.sleep(window)
         cpu = {k: (proc_cpu_ticks(pids) - cpu0[k]) / hz for k, pids in parts.items()}
-        cycles = worker_creates(t.nodes) - creates0
+        busy, idle = (b - a for a, b in zip(machine0, machine_ticks()))
+        cycles = worker_deletes(t.nodes) - deletes0
+        cpu['other'] = busy / hz - sum(cpu.values())
+        cpu['idle'] = idle / hz
         tps = 0.0
         connecting = 0.0
         for p in procs:
@@ -1254,12 +1270,18 @@ def bench_throughput(t):
             out['tp_cpu_%s_%d' % (k, n)] = s * 1e6 / max(cycles, 1)
         zk0 = proc_cpu_ticks(t.zk.pids())
         own0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        machine0 = machine_ticks()
         bare = float(t.zkbare(t.zk, 'throughput', BARE_ROOT + '/tp', n, secs,
                               timeout=secs + 120))
+        busy, idle = (b - a for a, b in zip(machine0, machine_ticks()))
         own = resource.getrusage(resource.RUSAGE_CHILDREN)
-        out['tp_bare_cpu_zk_%d' % n] = (proc_cpu_ticks(t.zk.pids()) - zk0) / hz * 1e6 / (bare * secs)
-        out['tp_bare_cpu_client_%d' % n] = (own.ru_utime + own.ru_stime - own0.ru_utime
-                                            - own0.ru_stime) * 1e6 / (bare * secs)
+        # Over the whole run, its connecting and ending included.
+        cpu = {'zk': (proc_cpu_ticks(t.zk.pids()) - zk0) / hz,
+               'client': own.ru_utime + own.ru_stime - own0.ru_utime - own0.ru_stime}
+        cpu['other'] = busy / hz - sum(cpu.values())
+        cpu['idle'] = idle / hz
+        for k, s in cpu.items():
+            out['tp_bare_cpu_%s_%d' % (k, n)] = s * 1e6 / (bare * secs)
         out['tp_zklock_%d' % n] = tps
         out['tp_bare_%d' % n] = bare
     return out
@@ -1518,13 +1540,12 @@ def table_rows(res):
         row('        session worker: CPU per request (us) / share of a core',
             lambda r, n=n: '%s / %s' % (fmt(r['tp_worker_us_%d' % n], '.1f'),
                                         fmt(r['tp_worker_core_%d' % n], '.2f')))
-        row('        CPU per cycle (us): ZooKeeper / backends + pgbench / workers',
-            lambda r, n=n: '%s / %s / %s' % (fmt(r['tp_cpu_zk_%d' % n], '.0f'),
-                                             fmt(r['tp_cpu_sql_%d' % n], '.0f'),
-                                             fmt(r['tp_cpu_worker_%d' % n], '.0f')))
-        row('        bare C, CPU per cycle (us): ZooKeeper / its process',
-            lambda r, n=n: '%s / %s' % (fmt(r['tp_bare_cpu_zk_%d' % n], '.0f'),
-                                        fmt(r['tp_bare_cpu_client_%d' % n], '.0f')))
+        row('        CPU per cycle (us): ZooKeeper / backends + pgbench / workers / other / idle',
+            lambda r, n=n: ' / '.join(fmt(r['tp_cpu_%s_%d' % (k, n)], '.0f')
+                                      for k in ('zk', 'sql', 'worker', 'other', 'idle')))
+        row('        bare C, CPU per cycle (us): ZooKeeper / its process / other / idle',
+            lambda r, n=n: ' / '.join(fmt(r['tp_bare_cpu_%s_%d' % (k, n)], '.0f')
+                                      for k in ('zk', 'client', 'other', 'idle')))
 
     rows.append(('fencing at the resource: INSERT + COMMIT in node_a\'s database (no ZooKeeper)', None))
     for c in FENCE_WRITERS:
@@ -1678,9 +1699,13 @@ differences as noise.
   (bench/pgbench/throughput.sql) with N/2 clients on each node; zkbare runs
   N threads on one session.  Everything shares this machine's cores, so the
   CPU each part spends per cycle (utime+stime from /proc over a window once
-  all backends are connected; cycles counted by the workers' creates) says
-  what bounds it: ZooKeeper, the SQL side (backends and pgbench), or the
-  session workers.""" % DEADLOCK_TIMEOUT_MS
+  all backends are connected; cycles counted by the workers' deletes) says
+  what bounds it: ZooKeeper, the SQL side (backends and pgbench), the
+  session workers, or nothing (idle).  "Other" is the rest of the machine's
+  busy time (/proc/stat; the postmasters, the servers' other processes, the
+  kernel's threads, what the hypervisor took); with "idle" the five add up
+  to the cores' time per cycle.  The bare client's figures cover its whole
+  run, connecting included.""" % DEADLOCK_TIMEOUT_MS
     with open(path, 'w') as f:
         f.write('# zklock benchmark results\n\n')
         f.write('Produced by `bash bench/run.sh`%s on %s, in %.1f minutes.\n\n'
