@@ -672,22 +672,40 @@ def bench_cluster_view(t):
 
 # ---- 4. many waiters ----
 
-def proc_cpu_ticks(pids):
-    ticks = 0
+def proc_cpu_seconds(pids):
+    """CPU time of the processes so far, all their threads', from the
+    scheduler's own count (schedstat).  Not utime and stime of
+    /proc/PID/stat: sampled by the clock tick, they lost four fifths of the
+    time of 512 backends that each run a few microseconds at a time."""
+    ns = 0
     for pid in pids:
-        with open('/proc/%d/stat' % pid) as f:
-            fields = f.read().rsplit(')', 1)[1].split()
-        ticks += int(fields[11]) + int(fields[12])    # utime, stime
-    return ticks
+        for task in os.listdir('/proc/%d/task' % pid):
+            try:
+                with open('/proc/%d/task/%s/schedstat' % (pid, task)) as f:
+                    ns += int(f.read().split()[0])
+            except FileNotFoundError:
+                pass    # a thread that just ended
+    return ns / 1e9
 
 
-def machine_ticks():
-    """The machine's CPU time so far, all cores, in ticks: busy (user, nice,
-    system, irq, softirq; steal too, which the hypervisor took) and idle
-    (idle, iowait)."""
-    with open('/proc/stat') as f:
-        v = [int(x) for x in f.readline().split()[1:9]]
-    return v[0] + v[1] + v[2] + v[5] + v[6] + v[7], v[3] + v[4]
+class MachineClock:
+    """The cores' time since it was made: busy and idle seconds.  Idle
+    (idle and iowait of /proc/stat) is counted exactly on a tickless
+    kernel; busy is the rest of the wall clock's time on every core."""
+
+    @staticmethod
+    def _idle():
+        with open('/proc/stat') as f:
+            v = f.readline().split()[1:]
+        return (int(v[3]) + int(v[4])) / os.sysconf('SC_CLK_TCK')
+
+    def __init__(self):
+        self.wall0 = time.monotonic()
+        self.idle0 = self._idle()
+
+    def read(self):
+        idle = self._idle() - self.idle0
+        return (time.monotonic() - self.wall0) * os.cpu_count() - idle, idle
 
 
 def many_waiters(zk, zkbare, nodes, run_id):
@@ -729,9 +747,9 @@ def many_waiters(zk, zkbare, nodes, run_id):
         "SELECT pid FROM pg_stat_activity WHERE application_name = 'bench_waiter'")]
     if len(pids) != nwait:
         raise RuntimeError('found %d waiting backends, not %d' % (len(pids), nwait))
-    cpu0 = proc_cpu_ticks(pids)
+    cpu0 = proc_cpu_seconds(pids)
     time.sleep(CONF['waiter_cpu_seconds'])
-    cpu_ms = (proc_cpu_ticks(pids) - cpu0) * 1000 / os.sysconf('SC_CLK_TCK')
+    cpu_ms = (proc_cpu_seconds(pids) - cpu0) * 1000
 
     # Each waiter's session watches its predecessor, and nothing is watched
     # but the queue's nodes by their owners' and their successors' sessions.
@@ -1203,7 +1221,6 @@ def bench_throughput(t):
     time per cycle."""
     out = {}
     secs = CONF['throughput_seconds']
-    hz = os.sysconf('SC_CLK_TCK')
     for n in CONF['throughput_clients']:
         log('  aggregate throughput: %d clients' % n)
         # pgbench's -T counts its connecting (about 20 ms per connection on
@@ -1220,7 +1237,7 @@ def bench_throughput(t):
                  for node in t.nodes]
         # The session workers' CPU and the requests they carried meanwhile.
         workers = [int(node.value('SELECT worker_pid FROM zk_session()')) for node in t.nodes]
-        ticks0 = proc_cpu_ticks(workers)
+        worker_cpu0 = proc_cpu_seconds(workers)
         requests0 = sum(worker_requests(node) for node in t.nodes)
         w0 = time.time()
         # The CPU of every part over throughput_seconds once all backends
@@ -1239,15 +1256,15 @@ def bench_throughput(t):
             raise RuntimeError('%d of %d backends connected in %.0f s'
                                % (len(backends), n, time.time() - spawned))
         parts = {'zk': t.zk.pids(), 'sql': backends + [p.pid for p in procs], 'worker': workers}
-        cpu0 = {k: proc_cpu_ticks(pids) for k, pids in parts.items()}
-        machine0 = machine_ticks()
+        cpu0 = {k: proc_cpu_seconds(pids) for k, pids in parts.items()}
+        machine = MachineClock()
         deletes0 = worker_deletes(t.nodes)
         time.sleep(window)
-        cpu = {k: (proc_cpu_ticks(pids) - cpu0[k]) / hz for k, pids in parts.items()}
-        busy, idle = (b - a for a, b in zip(machine0, machine_ticks()))
+        cpu = {k: proc_cpu_seconds(pids) - cpu0[k] for k, pids in parts.items()}
+        busy, idle = machine.read()
         cycles = worker_deletes(t.nodes) - deletes0
-        cpu['other'] = busy / hz - sum(cpu.values())
-        cpu['idle'] = idle / hz
+        cpu['other'] = busy - sum(cpu.values())
+        cpu['idle'] = idle
         tps = 0.0
         connecting = 0.0
         for p in procs:
@@ -1260,7 +1277,7 @@ def bench_throughput(t):
             tps += float(m.group(1))
             m = re.search(r'initial connection time = ([\d.]+) ms', o)
             connecting = max(connecting, float(m.group(1)) / 1000 if m else 0.0)
-        cpu_s = (proc_cpu_ticks(workers) - ticks0) / hz
+        cpu_s = proc_cpu_seconds(workers) - worker_cpu0
         # The share of a core while the backends cycle (not while they connect).
         wall = time.time() - w0 - connecting
         requests = sum(worker_requests(node) for node in t.nodes) - requests0
@@ -1268,18 +1285,18 @@ def bench_throughput(t):
         out['tp_worker_core_%d' % n] = cpu_s / len(workers) / wall
         for k, s in cpu.items():
             out['tp_cpu_%s_%d' % (k, n)] = s * 1e6 / max(cycles, 1)
-        zk0 = proc_cpu_ticks(t.zk.pids())
+        zk0 = proc_cpu_seconds(t.zk.pids())
         own0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        machine0 = machine_ticks()
+        machine = MachineClock()
         bare = float(t.zkbare(t.zk, 'throughput', BARE_ROOT + '/tp', n, secs,
                               timeout=secs + 120))
-        busy, idle = (b - a for a, b in zip(machine0, machine_ticks()))
+        busy, idle = machine.read()
         own = resource.getrusage(resource.RUSAGE_CHILDREN)
         # Over the whole run, its connecting and ending included.
-        cpu = {'zk': (proc_cpu_ticks(t.zk.pids()) - zk0) / hz,
+        cpu = {'zk': proc_cpu_seconds(t.zk.pids()) - zk0,
                'client': own.ru_utime + own.ru_stime - own0.ru_utime - own0.ru_stime}
-        cpu['other'] = busy / hz - sum(cpu.values())
-        cpu['idle'] = idle / hz
+        cpu['other'] = busy - sum(cpu.values())
+        cpu['idle'] = idle
         for k, s in cpu.items():
             out['tp_bare_cpu_%s_%d' % (k, n)] = s * 1e6 / (bare * secs)
         out['tp_zklock_%d' % n] = tps
@@ -1453,7 +1470,7 @@ def table_rows(res):
         lambda r: '%d/%d' % (r['waiters_on_pred'], CONF['waiters']))
     row('    watches on anything else', lambda r: '%d' % r['waiters_extra'])
     row('  CPU of all waiters in %.0f s of waiting (ms)' % CONF['waiter_cpu_seconds'],
-        lambda r: fmt(r['waiters_cpu_ms'], '.0f'))
+        lambda r: fmt(r['waiters_cpu_ms'], '.1f'))
     row('  queue drain after release (grants/s)', lambda r: fmt(r['waiters_drain'], '.0f'))
 
     rows.append(('a long queue on one server, deadlock_timeout 1 s (its default)', None))
@@ -1666,8 +1683,8 @@ differences as noise.
   divided by N.
 * **Many waiters**: a session holds a lock while waiters, half on each node,
   queue behind it.  Watches are read from every server with `wchc` and
-  matched to waiters by the owner of their queue node.  CPU is utime+stime
-  of all waiting backends from /proc.  Then the holder lets go: the waiters
+  matched to waiters by the owner of their queue node.  CPU is the run time
+  of all waiting backends (schedstat).  Then the holder lets go: the waiters
   must be granted in the order of their queue nodes' sequence numbers.
 * **First use**: a new backend's first zklock acquire (the library is
   preloaded and the server's session is the session worker's already: the
@@ -1698,14 +1715,15 @@ differences as noise.
 * **Aggregate throughput**: pgbench cycles a lock of each client's own
   (bench/pgbench/throughput.sql) with N/2 clients on each node; zkbare runs
   N threads on one session.  Everything shares this machine's cores, so the
-  CPU each part spends per cycle (utime+stime from /proc over a window once
-  all backends are connected; cycles counted by the workers' deletes) says
-  what bounds it: ZooKeeper, the SQL side (backends and pgbench), the
-  session workers, or nothing (idle).  "Other" is the rest of the machine's
-  busy time (/proc/stat; the postmasters, the servers' other processes, the
-  kernel's threads, what the hypervisor took); with "idle" the five add up
-  to the cores' time per cycle.  The bare client's figures cover its whole
-  run, connecting included.""" % DEADLOCK_TIMEOUT_MS
+  CPU each part spends per cycle (every thread's run time from
+  /proc/PID/task/*/schedstat, over a window once all backends are
+  connected; cycles counted by the workers' deletes) says what bounds it:
+  ZooKeeper, the SQL side (backends and pgbench), the session workers, or
+  nothing (idle).  Idle is the cores' idle time (/proc/stat), "other" the
+  rest of their time (the postmasters, the servers' other processes, the
+  kernel's threads and interrupts), so the five add up to the cores' time
+  per cycle.  The bare client's figures cover its whole run, connecting
+  included (its own CPU from getrusage once it has exited).""" % DEADLOCK_TIMEOUT_MS
     with open(path, 'w') as f:
         f.write('# zklock benchmark results\n\n')
         f.write('Produced by `bash bench/run.sh`%s on %s, in %.1f minutes.\n\n'
