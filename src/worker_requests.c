@@ -48,6 +48,9 @@ char	   *worker_session_auth = NULL;
 dlist_head worker_watches = DLIST_STATIC_INIT(worker_watches);
 WorkerSlot *worker_slots;
 static int64 worker_last_slot_check = 0;
+
+/* Slots whose exit_seen is set: while none is, most turns skip the slots. */
+static int	worker_slots_exiting = 0;
 dlist_head worker_in_flight = DLIST_STATIC_INIT(worker_in_flight);
 static int	worker_calls_in_flight = 0;
 
@@ -1536,6 +1539,13 @@ others_left(WorkerSlot *ws, uint32 keep)
 	return !dlist_is_empty(&ws->uncertain) && keep == 0;
 }
 
+static void
+set_exit_seen(WorkerSlot *ws, bool seen)
+{
+	worker_slots_exiting += (int) seen - (int) ws->exit_seen;
+	ws->exit_seen = seen;
+}
+
 /*
  * Called each turn: backends that are exiting, and (every second) backends
  * gone without a word.  An exiting backend is told (its slot's cleaned)
@@ -1552,6 +1562,15 @@ worker_check_slots(void)
 	changed = zk_shared->slots_changed;
 	zk_shared->slots_changed = false;
 	SpinLockRelease(&zk_shared->mutex);
+
+	/*
+	 * No backend came or began to exit, none is exiting, and it is not time
+	 * to look for backends gone without a word: nothing to look at.  A scan
+	 * of every slot each turn would cost as much as the turn's requests on
+	 * a server with a high max_connections.
+	 */
+	if (!changed && !full && worker_slots_exiting == 0)
+		return;
 	if (full)
 		worker_last_slot_check = now;
 
@@ -1581,7 +1600,7 @@ worker_check_slots(void)
 		exiting = pid != 0 && s->exiting && !s->cleaned;
 		pending = s->deletes_pending > 0;
 		SpinLockRelease(&zk_shared->mutex);
-		ws->exit_seen = exiting;
+		set_exit_seen(ws, exiting);
 
 		/* The backend whose entries stay: the slot's, alive, not exiting. */
 		keep = (pid != 0 && !exiting) ? incarnation : 0;
@@ -1600,7 +1619,7 @@ worker_check_slots(void)
 				latch = worker_slot_latch(i, incarnation);
 			}
 			SpinLockRelease(&zk_shared->mutex);
-			ws->exit_seen = false;
+			set_exit_seen(ws, false);
 			wake_backend(latch);
 		}
 	}
