@@ -130,6 +130,16 @@ drop_request(ZkRequest **req)
 }
 
 static void
+drop_path_creates(ZkPathCreates **pc)
+{
+	if (*pc != NULL)
+	{
+		zk_path_creates_abandon(*pc);
+		*pc = NULL;
+	}
+}
+
+static void
 free_request(ZkRequest **req)
 {
 	bridge_free(*req);
@@ -264,7 +274,6 @@ enqueue(Attempt *a)
 	for (int tries = 0;; tries++)
 	{
 		int			rc;
-		ZkPathCreates *path_creates;
 
 		send_create(a, whole_path);
 		if (!await_reply(a, a->create))
@@ -272,16 +281,17 @@ enqueue(Attempt *a)
 		rc = a->create->rc;
 		parent_seen(a->parent, rc != ZNONODE);
 		/* Answered in order: the path's creates are done too. */
-		path_creates = a->path_creates;
-		a->path_creates = NULL;
-		if (path_creates != NULL && rc == ZNONODE && whole_path)
+		if (rc == ZNONODE && whole_path)
 		{
+			ZkPathCreates *path_creates = a->path_creates;
+
 			/* The path's own errors (a missing chroot, an ACL) raise here. */
+			a->path_creates = NULL;
 			if (!zk_path_creates_finish(path_creates, a->acq->deadline, NULL))
 				return false;
 		}
-		else if (path_creates != NULL)
-			zk_path_creates_abandon(path_creates);
+		else
+			drop_path_creates(&a->path_creates);
 		if (rc == ZOK)
 		{
 			a->node = pstrdup(a->create->created);
@@ -578,11 +588,7 @@ static void
 give_up(Attempt *a)
 {
 	deadlock_withdraw(&a->dl);
-	if (a->path_creates)
-	{
-		zk_path_creates_abandon(a->path_creates);
-		a->path_creates = NULL;
-	}
+	drop_path_creates(&a->path_creates);
 	drop_request(&a->create);
 	drop_request(&a->children);
 	drop_request(&a->watch);
