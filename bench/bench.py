@@ -5,7 +5,9 @@ Starts two PostgreSQL 15 nodes, then, for each ZooKeeper under test (a
 standalone server, then a 3-server ensemble, both durable: fsync on), points
 the nodes at it and measures what follows; then the same two with
 forceSync=no, where round trips rather than the disk are the cost, for the
-cycles (1) and a long queue (8, standalone only):
+cycles (1) and a long queue (8, standalone only); then the cycles again
+with forceSync=no and every reply LINK_MS late (a proxy), as when ZooKeeper
+runs on hosts of its own and a round trip outweighs the server's work:
 
   1. uncontended acquire+release cycles: zklock session and transaction
      locks from PL/pgSQL and from pgbench (transaction locks also in a
@@ -53,6 +55,9 @@ BENCH = Path(__file__).resolve().parent
 SRC = BENCH.parent
 PGBIN = Path('/usr/lib/postgresql/15/bin')
 ZKCTL = SRC / 'test' / 'zk' / 'zkctl'
+# The link of the "ms away" columns: every reply from ZooKeeper this late
+# (a round trip within a data centre is 0.1-1 ms).
+LINK_MS = 1
 ZK_ROOT = '/zklock_bench'           # zklock.root of both nodes
 BARE_ROOT = '/zklock_bench_bare'    # zkbare's lock parents
 NODES = ('node_a', 'node_b')
@@ -182,16 +187,24 @@ def percentile(xs, p):
 
 class ZooKeeper:
     """A standalone server or ensemble, started by test/zk/zkctl: durable
-    (fsync on), or with forceSync=no, where round trips are what costs."""
+    (fsync on), or with forceSync=no, where round trips are what costs.
+    With link_ms, clients reach it through test/zk/tcpproxy.py, which hands
+    every reply on link_ms later: ZooKeeper on hosts of its own, where a
+    round trip costs more than the server's work on a request."""
 
-    def __init__(self, work, servers, durable=True):
+    def __init__(self, work, servers, durable=True, link_ms=0):
         self.servers = servers
         self.durable = durable
+        self.link_ms = link_ms
         self.label = 'standalone' if servers == 1 else 'ensemble(%d)' % servers
-        if not durable:
-            self.label = 'no fsync: ' + ('1' if servers == 1 else '%d' % servers)
-        self.dir = work / ('zk%d%s' % (servers, '' if durable else '-nosync'))
+        if link_ms:
+            self.label = '%d ms away: %d' % (link_ms, servers)
+        elif not durable:
+            self.label = 'no fsync: %d' % servers
+        self.dir = work / ('zk%d%s%s' % (servers, '' if durable else '-nosync',
+                                         '-link%d' % link_ms if link_ms else ''))
         self.hosts = None
+        self.proxy = None
 
     def start(self):
         # Lock parents are containers: empty ones go after ZooKeeper's
@@ -203,8 +216,30 @@ class ZooKeeper:
         srvr = self.flw(self.ports[0], 'srvr')
         m = re.search(r'Zookeeper version: ([\d.]+)', srvr)
         self.version = m.group(1) if m else 'unknown'
+        if self.link_ms:
+            self.start_proxy()
+
+    def start_proxy(self):
+        """Clients' hosts become the proxy's ports; four-letter commands
+        (self.ports) still go to the servers directly.  Not one of children:
+        a failed measurement's recovery must not stop it."""
+        pairs = [(free_port(), port) for port in self.ports]
+        # Its stderr (tracebacks of connections cancelled when it stops)
+        # goes to a file beside the servers' logs.
+        with open(self.dir / 'tcpproxy.log', 'w') as log_file:
+            self.proxy = subprocess.Popen(
+                [sys.executable, SRC / 'test' / 'zk' / 'tcpproxy.py', '--delay=%d' % self.link_ms]
+                + ['%d:%d' % pair for pair in pairs],
+                stdout=subprocess.PIPE, stderr=log_file, text=True)
+        if self.proxy.stdout.readline().strip() != 'ready':
+            raise RuntimeError('tcpproxy.py did not start')
+        self.hosts = ','.join('127.0.0.1:%d' % listen for listen, _ in pairs)
 
     def stop(self):
+        if self.proxy:
+            self.proxy.terminate()
+            self.proxy.wait()
+            self.proxy = None
         if self.hosts:
             run([ZKCTL, 'stop', self.dir])
             self.hosts = None
@@ -1634,8 +1669,8 @@ def machine_facts(node, zks):
         ('PostgreSQL', node.value('SELECT version()')),
         ('zklock', '%s, %s' % (node.value(
             "SELECT extversion FROM pg_extension WHERE extname = 'zklock'"), zklock)),
-        ('ZooKeeper server', '%s (Debian zookeeper %s), fsync on; "no fsync" columns forceSync=no'
-         % (zks[0].version, package('zookeeper'))),
+        ('ZooKeeper server', '%s (Debian zookeeper %s), fsync on; "no fsync" and "ms away" '
+         'columns forceSync=no' % (zks[0].version, package('zookeeper'))),
         ('ZooKeeper C client', '%s (zklock: libzookeeper-st2 %s; zkbare: libzookeeper-mt2 %s)'
          % (m.group(1) if m else '?', package('libzookeeper-st2'), package('libzookeeper-mt2'))),
     ]
@@ -1646,9 +1681,15 @@ def write_results(path, table, facts, started, elapsed, load, failures):
 Every figure is the median of several rounds; each round runs every variant
 of its section once, in turn.  ZooKeeper runs on this machine with fsync on
 (`zkctl --durable`): a standalone server, and a 3-server ensemble on loopback.
-The last two columns ("no fsync") are the same with `forceSync=no`, where a
+The next two columns ("no fsync") are the same with `forceSync=no`, where a
 request costs its round trip rather than the disk's fsync: the uncontended
-cycles, and on the standalone server the long queue.  Every server keeps
+cycles, and on the standalone server the long queue.  On this machine the
+round trip on loopback is short, and the server's own work on a request (its
+threads hand it on five times, on the same two cores as everything else)
+weighs as much.  The last two columns ("%d ms away") run the cycles again
+with `forceSync=no` through test/zk/tcpproxy.py, which hands every reply
+from ZooKeeper to the client %d ms late: ZooKeeper on hosts of its own,
+where round trips are the cost.  Every server keeps
 ZooKeeper's default minute before it removes an empty container, as a lock's
 parent is (`zkctl --default-containers`; the tests' servers take a second).
 Two PostgreSQL 15 nodes, also local.  The machine is shared: treat small
@@ -1723,7 +1764,7 @@ differences as noise.
   rest of their time (the postmasters, the servers' other processes, the
   kernel's threads and interrupts), so the five add up to the cores' time
   per cycle.  The bare client's figures cover its whole run, connecting
-  included (its own CPU from getrusage once it has exited).""" % DEADLOCK_TIMEOUT_MS
+  included (its own CPU from getrusage once it has exited).""" % (LINK_MS, LINK_MS, DEADLOCK_TIMEOUT_MS)
     with open(path, 'w') as f:
         f.write('# zklock benchmark results\n\n')
         f.write('Produced by `bash bench/run.sh`%s on %s, in %.1f minutes.\n\n'
@@ -1759,7 +1800,9 @@ def main():
     zkbare = Zkbare(args.zkbare)
     nodes = [Node(args.work, name) for name in NODES]
     zks = [ZooKeeper(args.work, 1), ZooKeeper(args.work, 3),
-           ZooKeeper(args.work, 1, durable=False), ZooKeeper(args.work, 3, durable=False)]
+           ZooKeeper(args.work, 1, durable=False), ZooKeeper(args.work, 3, durable=False),
+           ZooKeeper(args.work, 1, durable=False, link_ms=LINK_MS),
+           ZooKeeper(args.work, 3, durable=False, link_ms=LINK_MS)]
     started = datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
     load0 = os.getloadavg()[0]
     t0 = time.time()
@@ -1781,7 +1824,7 @@ def main():
             if not zk.durable:
                 # Where round trips dominate: the cycle, and the long
                 # queue's drain, which on a durable server is its fsyncs.
-                if zk.servers == 1:
+                if zk.servers == 1 and not zk.link_ms:
                     r.update(bench_long_queue(t))
                 failures += t.failures
                 results[zk.label] = r
