@@ -174,11 +174,11 @@ acquire(const char *name, LockMode mode, int permits, LockScope scope,
 	}
 	PG_CATCH();
 	{
-		stats_wait_end(name, STATS_CANCELLED);
+		stats_wait_end(STATS_CANCELLED);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	stats_wait_end(name, granted ? STATS_GRANTED :
+	stats_wait_end(granted ? STATS_GRANTED :
 				   timeout_ms == 0 ? STATS_TRY_FAILED : STATS_TIMED_OUT);
 	if (!granted)
 		return false;

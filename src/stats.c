@@ -86,7 +86,11 @@ static HTAB *lock_stats = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
-/* This backend's wait in progress, so that exit can undo its count. */
+/*
+ * This backend's wait in progress (empty: none), ended once whichever way
+ * it ends: by its caller, or by the exit of a backend whose wait a FATAL
+ * (termination, client gone) ended, which skips the caller's PG_CATCH.
+ */
 static char waiting_for[ZKLOCK_NAME_MAX + 1];
 static TimestampTz wait_started;
 
@@ -139,8 +143,7 @@ stats_shmem_startup(void)
 void
 stats_backend_exit(void)
 {
-	if (waiting_for[0] != '\0')
-		stats_wait_end(waiting_for, STATS_CANCELLED);
+	stats_wait_end(STATS_CANCELLED);
 	stats_flush();
 
 	/*
@@ -223,20 +226,23 @@ stats_wait_begin(const char *name)
 	wait_started = GetCurrentTimestamp();
 }
 
-/* Never raises: called in PG_CATCH and at exit. */
+/*
+ * The wait in progress ends with outcome; nothing if none is.  Never
+ * raises: called in PG_CATCH and at exit.
+ */
 void
-stats_wait_end(const char *name, StatsOutcome outcome)
+stats_wait_end(StatsOutcome outcome)
 {
 	double		waited_ms;
 	LockStats  *entry;
 
-	if (shared == NULL)
+	if (shared == NULL || waiting_for[0] == '\0')
 		return;
-	waiting_for[0] = '\0';
 	waited_ms = (GetCurrentTimestamp() - wait_started) / 1000.0;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	entry = hash_search(lock_stats, name, HASH_FIND, NULL);
+	entry = hash_search(lock_stats, waiting_for, HASH_FIND, NULL);
+	waiting_for[0] = '\0';
 	if (entry != NULL)
 	{
 		if (entry->waiters > 0)

@@ -16,7 +16,7 @@ typedef enum StatsOutcome
 
 extern void stats_init(void);
 extern void stats_wait_begin(const char *name);
-extern void stats_wait_end(const char *name, StatsOutcome outcome);
+extern void stats_wait_end(StatsOutcome outcome);
 extern void stats_hold_ended(const char *name, bool lost);
 extern void stats_count_session_opened(void);
 extern void stats_count_session_lost(void);
