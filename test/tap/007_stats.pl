@@ -86,6 +86,45 @@ $node_a->psql('postgres', q{SET lock_timeout = '100ms'; SELECT zk_lock_acquire('
 is(stats($node_a, 'try_failures, timeouts, cancels', 'busy'), '3|1|2',
 	'3 try failures, 1 timeout, 2 waits ended by statement_timeout and lock_timeout');
 
+# A waiter ended from outside counts as a cancel, once, and waits no more:
+# by pg_cancel_backend; by pg_terminate_backend, and by its client going
+# away (seen within client_connection_check_interval), whose FATAL leaves
+# the wait through the backend's exit rather than through an ERROR.  Its
+# exit is over, statistics included, before it leaves pg_stat_activity.
+my $cancels = 2;
+for my $end ('pg_cancel_backend', 'pg_terminate_backend', 'its client going away')
+{
+	my $victim = session($node_a, 'victim');
+	$victim->query_safe(q{SET client_connection_check_interval = '100ms'});
+	send_query($victim, q{SELECT zk_lock_acquire('busy')}, 'victim-done');
+	ok(wait_for_wait_event($node_a, 'victim'), "a second waiter waits, to be ended by $end");
+	is(stats($node_a, 'waiters', 'busy'), '2', 'two waiters');
+	if ($end eq 'its client going away')
+	{
+		$victim->{run}->kill_kill;
+	}
+	else
+	{
+		$node_a->safe_psql('postgres',
+			"SELECT $end(pid) FROM pg_stat_activity WHERE application_name = 'victim'");
+	}
+	if ($end eq 'pg_cancel_backend')
+	{
+		wait_marker($victim, 'victim-done');
+		$victim->quit;
+	}
+	else
+	{
+		ok($node_a->poll_query_until('postgres',
+			q{SELECT count(*) FROM pg_stat_activity WHERE application_name = 'victim'}, '0'),
+			'and its backend exits');
+		eval { $victim->quit };
+	}
+	$cancels++;
+	is(stats($node_a, 'cancels, waiters', 'busy'), "$cancels|1",
+		"ended by $end: one more cancel, and the first waiter alone waits");
+}
+
 $holder->query_safe(q{SELECT zk_lock_release('busy')});
 wait_marker($waiter, 'waiter-done');
 is(stats($node_a, 'acquisitions, holders, waiters', 'busy'), '2|1|0',
