@@ -30,7 +30,7 @@ OBJS = \
 EXTENSION = zklock
 DATA = sql/zklock--1.0.sql sql/zklock--1.4.sql sql/zklock--1.0--1.1.sql \
 	sql/zklock--1.1--1.2.sql sql/zklock--1.2--1.3.sql sql/zklock--1.3--1.4.sql \
-	sql/zklock--1.4--1.5.sql
+	sql/zklock--1.4--1.5.sql sql/zklock--1.5--1.6.sql
 PGFILEDESC = "zklock - cluster-wide locks held in Apache ZooKeeper"
 
 # The ZooKeeper C client's single-threaded flavour: the session worker drives

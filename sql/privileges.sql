@@ -131,6 +131,47 @@ RESET ROLE;
 SELECT * FROM dblink('theirs', $$SELECT zk_lock_release_all()::text$$) AS t(r text);
 SELECT dblink_disconnect('theirs');
 
+-- zk_lock_fence(name) fences through zk_lock_fence(resource, token) and
+-- needs EXECUTE on it too: revoked from PUBLIC, a role that holds the lock
+-- can fence with neither form, nor write through zk_lock_fence_trigger.
+CREATE TABLE priv_fenced (t bigint);
+CREATE TRIGGER priv_fenced BEFORE INSERT ON priv_fenced
+  FOR EACH ROW EXECUTE FUNCTION zk_lock_fence_trigger('priv-fence', 't');
+GRANT INSERT ON priv_fenced TO zklock_user;
+REVOKE EXECUTE ON FUNCTION zk_lock_fence(text, bigint) FROM PUBLIC;
+SET ROLE zklock_user;
+SELECT zk_lock_acquire('priv-fence');
+SELECT sqlstate_of($$SELECT zk_lock_fence('priv-fence', 5)$$);
+SELECT sqlstate_of($$SELECT zk_lock_fence('priv-fence')$$);
+SELECT sqlstate_of($$INSERT INTO priv_fenced VALUES (zk_lock_token('priv-fence'))$$);
+SELECT zk_lock_fence('priv-fence');
+RESET ROLE;
+-- Both revoked, as the reference says: both refused.
+REVOKE EXECUTE ON FUNCTION zk_lock_fence(text) FROM PUBLIC;
+SET ROLE zklock_user;
+SELECT sqlstate_of($$SELECT zk_lock_fence('priv-fence', 5)$$);
+SELECT sqlstate_of($$SELECT zk_lock_fence('priv-fence')$$);
+RESET ROLE;
+-- Granted both, the role fences with its lock's token.
+GRANT EXECUTE ON FUNCTION zk_lock_fence(text, bigint), zk_lock_fence(text) TO zklock_user;
+SET ROLE zklock_user;
+BEGIN;
+SELECT zk_lock_fence('priv-fence') = zk_lock_token('priv-fence') AS fenced;
+ROLLBACK;
+SELECT zk_lock_release('priv-fence');
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION zk_lock_fence(text, bigint), zk_lock_fence(text) FROM zklock_user;
+-- The owner, a superuser, still fences with both.
+SELECT zk_lock_acquire('priv-fence');
+BEGIN;
+SELECT zk_lock_fence('priv-fence') = zk_lock_token('priv-fence') AS fenced,
+       zk_lock_fence('priv-fence', zk_lock_token('priv-fence')) > 0 AS fenced_with_token;
+ROLLBACK;
+SELECT zk_lock_release('priv-fence');
+SELECT count(*) AS recorded FROM zk_lock_fences WHERE resource = 'priv-fence';
+GRANT EXECUTE ON FUNCTION zk_lock_fence(text, bigint), zk_lock_fence(text) TO PUBLIC;
+DROP TABLE priv_fenced;
+
 -- Restricting zklock to some roles, as the README says: revoke from PUBLIC
 -- and grant to a role.  (It stays so: cleanup drops the extension.)
 CREATE ROLE zklock_users;

@@ -121,6 +121,17 @@ zklock_wait_event(int which)
 #define ZKLOCK_PROCESS_UTILITY_ARGS \
 	pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc
 
+/* 16 checks the privileges of every kind of object with one function. */
+#include "utils/acl.h"
+#if PG_VERSION_NUM >= 160000
+#include "catalog/pg_proc.h"
+#define zk_function_aclcheck(funcid, roleid, mode) \
+	object_aclcheck(ProcedureRelationId, funcid, roleid, mode)
+#else
+#define zk_function_aclcheck(funcid, roleid, mode) \
+	pg_proc_aclcheck(funcid, roleid, mode)
+#endif
+
 /* ExecutorRun_hook lost its execute_once in 18. */
 #if PG_VERSION_NUM >= 180000
 #define ZKLOCK_EXECUTOR_RUN_PARAMS \
