@@ -8,6 +8,7 @@ OBJS = \
 	src/zk_bridge.o \
 	src/zk_worker.o \
 	src/worker_requests.o \
+	src/worker_proof.o \
 	src/session_file.o \
 	src/zk_session.o \
 	src/zk_nodes.o \

@@ -14,6 +14,7 @@
 #include "lib/ilist.h"
 #include "storage/latch.h"
 
+#include "worker_proof.h"
 #include "zk_bridge.h"
 #include "zk_shared.h"
 
@@ -83,7 +84,8 @@ typedef enum CallKind
 	CALL_DELETE,				/* a cleanup: delete path */
 	CALL_DELETE_TAGGED,			/* a cleanup: list path, delete the tagged child */
 	CALL_ARM,					/* (re)set a watch the worker keeps */
-	CALL_REWRITE				/* a held node's data, a request recorded */
+	CALL_REWRITE,				/* a held node's data, a request recorded */
+	CALL_HEARTBEAT				/* a read of the worker's own: see worker_proof.c */
 } CallKind;
 
 /* Everything handed to the client, until its completion runs. */
@@ -154,6 +156,7 @@ extern void worker_flush_deferred(void);
 extern void worker_drop_deferred(void);
 extern void worker_drain_queue(void);
 extern void worker_issue_backlog(void);
+extern void worker_send_heartbeat(void);
 
 /* the watches */
 extern void worker_watch_free(WorkerWatch *ww);

@@ -101,7 +101,7 @@ static void worker_cleanup_delete_tagged(int slot, uint32 incarnation, const cha
 static Call *worker_call_new(CallKind kind);
 static bool worker_still_current(Call *call);
 static bool worker_nothing_left(int rc);
-static void worker_heard_from_leader(Call *call, ZkRequestKind kind, int rc, int64 sent_at);
+static void worker_heard(Call *call, int rc, bool write);
 static void worker_reply(Call *call, SharedRequest *sr, int rc);
 static void worker_issue_call(Call *call, SharedRequest *sr);
 static bool worker_defer(DeferKind kind, Call *call, WorkerWatch *ww);
@@ -120,6 +120,7 @@ worker_call_new(CallKind kind)
 	call->kind = kind;
 	call->epoch = worker_generation;
 	call->sent_at = bridge_now_ms();
+	proof_sent(call->sent_at);
 	call->req = InvalidDsaPointer;
 	call->held = InvalidDsaPointer;
 	dlist_push_tail(&worker_in_flight, &call->in_flight);
@@ -163,35 +164,24 @@ server_answered(int rc)
 		rc == ZNOCHILDRENFOREPHEMERALS;
 }
 
-/*
- * Whether a reply of the server to this kind of request went through the
- * leader, and so proves that the session lived in the ensemble, not only in
- * the server we talk to: a follower cut off from its leader answers reads
- * (and pings) by itself until it gives up on the leader, syncLimit x
- * tickTime later, while the leader may have expired the session long
- * before.  Writes, failed ones too, and syncs are the leader's.
- */
+/* A create, delete or set: answered, an error too, once a quorum committed it. */
 static bool
-through_leader(ZkRequestKind kind)
+is_write(ZkRequestKind kind)
 {
-	return kind == ZKREQ_CREATE || kind == ZKREQ_SET || kind == ZKREQ_SYNC ||
-		kind == ZKREQ_DELETE;
+	return kind == ZKREQ_CREATE || kind == ZKREQ_SET || kind == ZKREQ_DELETE;
 }
 
 /*
- * The leader answered a request of the open session sent at sent_at: the
- * session cannot expire before sent_at plus its timeout.
+ * The server answered a call of the open session: a send it heard, and for
+ * a write a commit after it was sent, which may prove the session alive for
+ * a while (worker_proof.c).  A refused write may be answered without a
+ * commit (ZooKeeper's zookeeper.enableEagerACLCheck).
  */
 static void
-worker_heard_from_leader(Call *call, ZkRequestKind kind, int rc, int64 sent_at)
+worker_heard(Call *call, int rc, bool write)
 {
-	if (call->epoch != worker_generation || !server_answered(rc) ||
-		!through_leader(kind))
-		return;
-	SpinLockAcquire(&zk_shared->mutex);
-	if (sent_at > zk_shared->last_contact)
-		zk_shared->last_contact = sent_at;
-	SpinLockRelease(&zk_shared->mutex);
+	if (call->epoch == worker_generation && server_answered(rc))
+		proof_answered(call->sent_at, write && rc != ZNOAUTH);
 }
 
 /* A reply after which there is nothing left to clean up or to report. */
@@ -215,7 +205,7 @@ worker_complete(Call *call, SharedRequest *sr, int rc)
 	Latch	   *latch;
 
 	sr->rc = rc;
-	worker_heard_from_leader(call, sr->kind, rc, sr->sent_at);
+	worker_heard(call, rc, is_write(sr->kind));
 	/* A create's held record that no watch took: its reference is ours. */
 	if (DsaPointerIsValid(sr->held))
 	{
@@ -388,6 +378,15 @@ sync_done(int rc, const char *value, const void *data)
 	worker_reply(call, dsa_get_address(zk_area, call->req), rc);
 }
 
+static void
+heartbeat_done(int rc, const struct Stat *stat, const void *data)
+{
+	Call	   *call = (Call *) data;
+
+	worker_heard(call, rc, false);
+	worker_call_free(call);
+}
+
 /*
  * Hand a call to the client.  sr is the backend's request for CALL_REPLY
  * (NULL for a retry of a cleanup).  A call the client refuses at once
@@ -419,6 +418,11 @@ issue_call_now(Call *call, SharedRequest *sr)
 						  call->version, worker_rewrite_done, call);
 			if (rc != ZOK)
 				worker_rewrite_done(rc, NULL, call);
+			return;
+		case CALL_HEARTBEAT:
+			rc = zoo_aexists(worker_zh, "/", 0, heartbeat_done, call);
+			if (rc != ZOK)
+				heartbeat_done(rc, NULL, call);
 			return;
 		case CALL_ARM:
 			return;				/* issued where it is made */
@@ -473,6 +477,16 @@ issue_call_now(Call *call, SharedRequest *sr)
 		default:
 			elog(ERROR, "zklock: request kind %d is not a reply's", (int) sr->kind);
 	}
+}
+
+/*
+ * A request of the worker's own, on a connection that has carried nothing
+ * for a while: see worker_proof.c.
+ */
+void
+worker_send_heartbeat(void)
+{
+	worker_issue_call(worker_call_new(CALL_HEARTBEAT), NULL);
 }
 
 /*
@@ -962,7 +976,10 @@ worker_rewrite_done(int rc, const struct Stat *stat, const void *data)
 	if (bridge_reply_lost(rc) && worker_still_current(call))
 		worker_issue_call(call, NULL);
 	else
+	{
+		worker_heard(call, rc, true);
 		worker_call_free(call);
+	}
 }
 
 /* The client's callback for every watch set for a backend. */
@@ -1077,6 +1094,8 @@ worker_watch_armed(int rc, WorkerWatch *ww, Call *call)
 	/* A backend that gave up on the watch has it marked for removal here. */
 	if (DsaPointerIsValid(call->req))
 		worker_complete(call, dsa_get_address(zk_area, call->req), rc);
+	else
+		worker_heard(call, rc, false);
 	if (again)
 		worker_arm_watch(ww, NULL);
 	/* Not set: the client keeps no watcher for a failed get. */
@@ -1342,7 +1361,7 @@ worker_delete_done(int rc, const void *data)
 		worker_issue_call(call, NULL);
 		return;
 	}
-	worker_heard_from_leader(call, ZKREQ_DELETE, rc, call->sent_at);
+	worker_heard(call, rc, true);
 	if (rc != ZOK && rc != ZNONODE)
 		report_cleanup_failure(call, rc);
 
@@ -1372,6 +1391,7 @@ worker_tagged_done(int rc, const struct String_vector *strings, const void *data
 		worker_issue_call(call, NULL);
 		return;
 	}
+	worker_heard(call, rc, false);
 	if (rc == ZOK && worker_still_current(call))
 	{
 		for (int i = 0; i < strings->count; i++)

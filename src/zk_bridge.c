@@ -722,22 +722,17 @@ bridge_watch_events(void)
 }
 
 /*
- * The session was heard from, through the leader's reply to a request sent
- * at the time returned (bridge_now_ms; 0: not since the handle was opened).
- * The leader held the session at some moment after that time, so it cannot
- * expire it before that time plus the session timeout.  Reads, pings and
- * session events do not count: a follower cut off from its leader answers
- * them itself; the client does not tell when a ping was sent; and a reply
- * read long after it came (by a worker that was stopped meanwhile) proves
- * nothing about the present.
+ * Until when (bridge_now_ms) the open session provably lives, whoever leads
+ * the ensemble: the worker's latest proof from a write's reply
+ * (worker_proof.c); 0: none yet in this session.
  */
 int64_t
-bridge_last_contact(void)
+bridge_proven_until(void)
 {
 	int64_t		t;
 
 	SpinLockAcquire(&zk_shared->mutex);
-	t = zk_shared->last_contact;
+	t = zk_shared->proven_until;
 	SpinLockRelease(&zk_shared->mutex);
 	return t;
 }

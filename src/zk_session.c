@@ -262,20 +262,31 @@ zk_session_require(void)
 	call_generation = zk_session_generation();
 }
 
+/* Whether the session provably lives for the guard's margin from now. */
+static bool
+proven_for(int margin_ms)
+{
+	return zk_session_status() == ZK_SESSION_CONNECTED &&
+		bridge_now_ms() + margin_ms <= bridge_proven_until();
+}
+
 /*
- * The commit guard's proof that the session still lives (DESIGN 2): the
- * client's "connected" is a belief that a process stopped for longer than
- * the session timeout (a VM stall, SIGSTOP) still holds when it resumes.
- * The proof is the leader's reply to a request sent less than two thirds of
- * the session timeout ago (a create, delete, set or sync; see
- * bridge_last_contact): the leader held the session after the request
- * was sent, so it keeps it at least a third of the timeout more, for the
- * commit record to be written.  Time is counted on the boot clock, which
- * runs during a suspend.  Without a young enough reply, one round trip: a
- * sync, which the server we talk to answers only once its leader has, and,
- * behind it, an exists on a held node (probe), which also proves the node
- * is still there.  Returns once the reply came or the session is
- * lost (closed then, to be written off by the caller); waits at most the
+ * The commit guard's proof that the session still lives (DESIGN 2 and 3):
+ * the client's "connected" is a belief that a process stopped for longer
+ * than the session timeout (a VM stall, SIGSTOP) still holds when it
+ * resumes, and a reply proves only that the session lived when the server
+ * answered.  The worker knows until when the session provably lives, from
+ * its sends the leader heard of and the writes a quorum answered after
+ * them (worker_proof.c; the argument is in docs/internals.md); the guard
+ * passes while that leaves ZK_GUARD_MARGIN for the commit record.  Time is
+ * counted on the boot clock, which runs during a suspend.  Otherwise, one
+ * round trip: a set of a held node (probe) at a version no node has, which
+ * the leader refuses through a quorum's commit, with ZBADVERSION while the
+ * session and the node live and ZNONODE once the node is gone (the lock is
+ * lost then), and which moves the worker's proof on.  A proof that still
+ * leaves too little (the heard sends it rests on were old) is asked again
+ * once the check itself can be such a send.  Returns once proven or the
+ * session is lost (written off then, for the caller); waits at most the
  * session timeout.  Serves interrupts.
  */
 void
@@ -283,9 +294,10 @@ zk_session_confirm(const char *probe, HeldWatch *probe_watch)
 {
 	ZkSessionSnapshot snap;
 	int			timeout_ms;
+	int			margin_ms;
 	int64		deadline;
-	ZkRequest  *volatile sync = NULL;
-	ZkRequest  *volatile exists = NULL;
+	volatile int64 next_check_at = 0;
+	ZkRequest  *volatile check = NULL;
 	volatile bool confirmed = false;
 
 	if (zk_session_status() == ZK_SESSION_LOST)
@@ -294,8 +306,8 @@ zk_session_confirm(const char *probe, HeldWatch *probe_watch)
 	if (snap.generation == 0)
 		return;
 	timeout_ms = snap.timeout_ms > 0 ? snap.timeout_ms : zklock_session_timeout;
-	if (zk_session_status() == ZK_SESSION_CONNECTED &&
-		bridge_now_ms() - bridge_last_contact() < timeout_ms - timeout_ms / 3)
+	margin_ms = ZK_GUARD_MARGIN(timeout_ms);
+	if (proven_for(margin_ms))
 		return;
 
 	deadline = bridge_now_ms() + timeout_ms;
@@ -304,55 +316,50 @@ zk_session_confirm(const char *probe, HeldWatch *probe_watch)
 		for (;;)
 		{
 			ZkSessionStatus status = zk_session_status();
-			int64		left = deadline - bridge_now_ms();
+			int64		now = bridge_now_ms();
+			int64		left = deadline - now;
 
 			if (status == ZK_SESSION_LOST || left <= 0)
 				break;
-			/* Sent once connected; again if a reply was lost meanwhile. */
-			if (exists == NULL && status == ZK_SESSION_CONNECTED)
+			if (proven_for(margin_ms))
 			{
-				sync = bridge_sync(probe);
-				exists = bridge_exists(probe);
+				confirmed = true;
+				break;
 			}
-			/* The sync is the leader's word; the exists, behind it, the node's. */
-			if (exists != NULL && bridge_done(sync) && bridge_done(exists))
+			if (check == NULL && status == ZK_SESSION_CONNECTED &&
+				now >= next_check_at)
+				check = bridge_set(probe, NULL, 0, -2);
+			if (check != NULL && bridge_done(check))
 			{
-				int			rc = exists->rc;
-				int			sync_rc = sync->rc;
-				bool		young = bridge_now_ms() - sync->sent_at <
-					timeout_ms - timeout_ms / 3;
+				int			rc = check->rc;
 
-				bridge_abandon(sync);
-				bridge_abandon(exists);
-				sync = exists = NULL;
-				/* An answer that took most of the timeout leaves no margin. */
-				if (sync_rc == ZOK && rc == ZOK && !young)
-					continue;
-				if (sync_rc == ZOK && (rc == ZOK || rc == ZNONODE))
+				bridge_abandon(check);
+				check = NULL;
+				if (rc == ZNONODE)
 				{
 					confirmed = true;
-					if (rc == ZNONODE)
-						bridge_held_mark_deleted(probe_watch);
+					bridge_held_mark_deleted(probe_watch);
 					break;
 				}
-				if (!bridge_reply_lost(rc) && !bridge_reply_lost(sync_rc))
+				if (rc == ZBADVERSION)
+					next_check_at = now + ZK_PING_BOUND(timeout_ms);
+				else if (!bridge_reply_lost(rc))
 					break;
 				continue;
 			}
+			if (check == NULL && next_check_at > now)
+				left = Min(left, next_check_at - now);
 			zk_session_wait(left);
 		}
 	}
 	PG_FINALLY();
 	{
-		if (exists != NULL)
-		{
-			bridge_abandon(sync);
-			bridge_abandon(exists);
-		}
+		if (check != NULL)
+			bridge_abandon(check);
 	}
 	PG_END_TRY();
 
-	/* Not heard from for the session timeout: it must be taken as gone. */
+	/* Not proven within the session timeout: it must be taken as gone. */
 	if (!confirmed && snap.generation != written_off)
 	{
 		written_off = snap.generation;

@@ -93,6 +93,12 @@ static bool close_lost;
 /* No call into the client's connecting before then (see client_turn). */
 static int64 connect_not_before = 0;
 
+/*
+ * The latest time the handle was seen not to have sent its connect
+ * request: the current connection's was sent after it (worker_proof.c).
+ */
+static int64 connect_sent_after = 0;
+
 /* Settings the open session was made with. */
 static char *session_hosts = NULL;
 static int	session_timeout_asked = 0;
@@ -139,6 +145,7 @@ note_silent_disconnect(void)
 	ereport(LOG,
 			(errmsg("zklock: the connection of ZooKeeper session 0x%llx was lost while sending a request",
 					(unsigned long long) zoo_client_id(worker_zh)->client_id)));
+	proof_connection(0, 0);
 	publish_state(ZOO_CONNECTING_STATE);
 	worker_wake_all();
 }
@@ -207,7 +214,10 @@ session_watcher(zhandle_t *handle, int type, int state, const char *path,
 				 "%s", server ? server : "");
 		zk_shared->closed_by_server = 0;
 		SpinLockRelease(&zk_shared->mutex);
+		proof_connection(connect_sent_after, zoo_recv_timeout(worker_zh));
 	}
+	else
+		proof_connection(0, 0);
 	publish_state(state);
 	worker_wake_all();
 }
@@ -361,6 +371,7 @@ open_session(void)
 	}
 	zoo_set_debug_level((ZooLogLevel) zklock_log_level);
 	errno = 0;
+	connect_sent_after = bridge_now_ms();
 	worker_zh = zookeeper_init2(session_hosts, session_watcher, session_timeout_asked,
 						 NULL, NULL, 0, log_line);
 	error = errno;
@@ -389,7 +400,7 @@ open_session(void)
 	zk_shared->generation = gen;
 	memset(&zk_shared->session, 0, sizeof(zk_shared->session));
 	zk_shared->session.changed_at_ms = bridge_now_ms();
-	zk_shared->last_contact = 0;
+	zk_shared->proven_until = 0;
 	zk_shared->open_error = 0;
 	zk_shared->closed_by_server = 0;
 	zk_shared->close_requested = 0;
@@ -444,8 +455,9 @@ close_session(bool lost, bool keep_margin)
 	zk_shared->generation = 0;
 	memset(&zk_shared->session, 0, sizeof(zk_shared->session));
 	zk_shared->session.changed_at_ms = bridge_now_ms();
-	zk_shared->last_contact = 0;
+	zk_shared->proven_until = 0;
 	SpinLockRelease(&zk_shared->mutex);
+	proof_connection(0, 0);
 	worker_wake_all();
 	if (lost)
 		stats_count_session_lost();
@@ -480,6 +492,9 @@ close_session(bool lost, bool keep_margin)
 					worker_watch_armed(ZCLOSING, call->watch, call);
 				else if (DsaPointerIsValid(call->req))
 					worker_complete(call, dsa_get_address(zk_area, call->req), ZCLOSING);
+				worker_call_free(call);
+				break;
+			case CALL_HEARTBEAT:
 				worker_call_free(call);
 				break;
 		}
@@ -545,7 +560,7 @@ request_close(bool lost)
 	zk_shared->closing = true;
 	SpinLockRelease(&zk_shared->mutex);
 	close_lost = lost;
-	close_deadline = bridge_now_ms() + Max(session_timeout_asked / 3, 1);
+	close_deadline = bridge_now_ms() + Max(ZK_GUARD_MARGIN(zoo_recv_timeout(worker_zh)), 1);
 }
 
 /* Close a session whose close was asked for, once it may be. */
@@ -559,6 +574,22 @@ close_when_done(void)
 	busy = commits_under_way();
 	if (!busy || bridge_now_ms() >= close_deadline)
 		close_session(close_lost, busy);
+}
+
+/* How long the next turn may wait for the client, at most. */
+static long
+next_turn_in(void)
+{
+	long		wait = SLOT_CHECK_MS;
+	long		heartbeat = proof_heartbeat_in();
+
+	if (worker_zh == NULL)
+		return Max(retry_open_at - bridge_now_ms(), 1);
+	if (close_deadline != 0)
+		wait = Min(Max(close_deadline - bridge_now_ms(), 1), wait);
+	if (heartbeat >= 0)
+		wait = Min(Max(heartbeat, 1), wait);
+	return wait;
 }
 
 typedef enum SessionVerdict
@@ -673,8 +704,14 @@ client_turn(zhandle_t *handle, long max_wait_ms)
 	}
 	else if (handle != NULL)
 	{
+		int			state;
+
 		/* What was sent since the last turn may have found the connection gone. */
 		note_silent_disconnect();
+		state = zoo_state(handle);
+		if (state != ZOO_ASSOCIATING_STATE && state != ZOO_CONNECTED_STATE &&
+			state != ZOO_READONLY_STATE)
+			connect_sent_after = bridge_now_ms();
 		rc = zookeeper_interest(handle, &fd, &interest, &tv);
 		if (rc == ZOK || rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT)
 		{
@@ -1000,11 +1037,9 @@ zklock_worker_main(Datum arg)
 
 		worker_drain_queue();
 		worker_check_slots();
-		client_turn(worker_zh, worker_zh == NULL ?
-					Max(retry_open_at - bridge_now_ms(), 1) :
-					close_deadline != 0 ?
-					Min(Max(close_deadline - bridge_now_ms(), 1), SLOT_CHECK_MS) :
-					SLOT_CHECK_MS);
+		if (worker_zh != NULL && proof_heartbeat_in() == 0)
+			worker_send_heartbeat();
+		client_turn(worker_zh, next_turn_in());
 		CHECK_FOR_INTERRUPTS();
 	}
 

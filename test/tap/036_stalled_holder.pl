@@ -5,10 +5,11 @@
 # process, the session worker too): the server expires its session and the
 # other node gets the lock.  The COMMIT that arrives meanwhile runs the
 # moment the server resumes, when the client still believes it is
-# connected: the commit guard must not trust that belief.  It wants a
-# server reply younger than two thirds of the session timeout, else makes
-# one round trip, and so the COMMIT fails with 40001 and the work rolls
-# back.  A backend stopped alone (holding a transaction lock; holding a
+# connected: the commit guard must not trust that belief.  It wants the
+# session proven alive for a third of the session timeout more (by a
+# write's reply, resting on an earlier send the leader heard of: one
+# before the write by less than two thirds of the timeout), else makes one
+# round trip, and so the COMMIT fails with 40001 and the work rolls back.  A backend stopped alone (holding a transaction lock; holding a
 # session lock while a batch transaction runs) keeps its lock, like an
 # advisory lock: the session worker keeps the session alive, the other node
 # does not get the lock, and the COMMIT goes through when it resumes.  (The
@@ -35,27 +36,28 @@ my ($node_a, $node_b) = map {
 } qw(node_a node_b);
 install_cs_log($_) for $node_a, $node_b;
 
-# The guard's round trip is a sync, which nothing else here sends.
-sub syncs
+# The guard's round trip is a set (of a held node, at a version no node
+# has), which nothing else here sends.
+sub sets
 {
-	return $node_a->safe_psql('postgres', 'SELECT syncs FROM zk_session_stats');
+	return $node_a->safe_psql('postgres', 'SELECT sets FROM zk_session_stats');
 }
 
 my $probe = session($node_a, 'probe');
 $probe->query_safe(q{SELECT zk_lock_acquire('probe')});
 $node_a->safe_psql('postgres', 'CREATE TABLE probe_log (at timestamptz)');
 my $write = q{BEGIN; INSERT INTO probe_log VALUES (now()); COMMIT};
-my $syncs = syncs();
+my $sets = sets();
 $probe->query_safe($write);
-is(syncs(), $syncs, 'a COMMIT soon after a reply from the server makes no request');
+is(sets(), $sets, 'a COMMIT soon after a write\'s reply makes no request');
 sleep_for($session_timeout_ms / 1000 * 2 / 3 + 0.3);
 $probe->query_safe('BEGIN; SELECT count(*) FROM probe_log; COMMIT');
-is(syncs(), $syncs, 'nor does one that wrote nothing, however long after');
+is(sets(), $sets, 'nor does one that wrote nothing, however long after');
 $probe->query_safe($write);
-is(syncs(), $syncs + 1,
-	'a COMMIT more than two thirds of the session timeout after the last reply makes one round trip');
+is(sets(), $sets + 1,
+	'a COMMIT more than two thirds of the session timeout after the last write makes one round trip');
 $probe->query_safe($write);
-is(syncs(), $syncs + 1, 'which counts as a reply for the next one');
+is(sets(), $sets + 1, 'which proves the session for the next one');
 $probe->query_safe(q{SELECT zk_lock_release('probe')});
 $probe->quit;
 

@@ -6,8 +6,9 @@
 # holds a lock inside a writing transaction, while another backend of its
 # server reads the lock's holders every 0.3 s (fresh replies, all from the
 # follower).  Node B, through the other two servers, is granted the lock;
-# A's COMMIT must then fail with 40001: only replies that went through the
-# leader prove that the session lives, and the guard's sync is one.
+# A's COMMIT must then fail with 40001: only a write's reply, which a
+# quorum committed, proves that the session lives, and the guard's set of
+# a held node is one.
 
 use strict;
 use warnings;
