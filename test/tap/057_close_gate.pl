@@ -8,8 +8,9 @@
 #
 # The window is forced: gdb holds node_a's worker at close_session (on the
 # old code: after it counted, before it closed) while its session is being
-# ended by SIGTERM, by a FATAL inside a ZooKeeper client callback, or by a
-# reload that changes zklock.session_timeout or zklock.hosts.  Then the
+# ended by SIGTERM, by a FATAL inside a ZooKeeper client callback, by a
+# reload that changes zklock.session_timeout or zklock.hosts, or by a
+# backend's write-off.  Then the
 # holder commits: it passes the guard (proven by its young acquire) or is
 # refused there, and is held before its commit record, in PreCommit_Notify,
 # by NOTIFY's lock, which another transaction holds (committed and waiting
@@ -23,6 +24,7 @@
 use strict;
 use warnings;
 
+use IPC::Run;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
@@ -194,6 +196,21 @@ round('reload of zklock.hosts', 'reload-hosts', $arm_close,
 		change_setting('zklock.hosts', $proxied);
 		return gdb_wait_hit($_[0]);
 	});
+
+# A backend's write-off (request_close too), as the guard does when it gets
+# no reply in time: gdb calls bridge_write_off in an idle backend.
+round('write-off', 'write-off', $arm_close,
+	sub {
+		my $pid = $observer->query_safe('SELECT pg_backend_pid() FROM zk_session()');
+		my $out = '';
+		IPC::Run::run([ 'gdb', '-p', $pid, '-batch', '-nx',
+				'-ex', 'call (void) bridge_write_off(zk_shared->generation)' ],
+			'<', \undef, '>', \$out, '2>&1');
+		note $out;
+		return gdb_wait_hit($_[0]);
+	});
+ok($node_a->log_contains('a backend got no reply in time and wrote it off'),
+	'the worker closed the session written off');
 
 is($unsafe, 0, "$rounds rounds, 0 unsafe");
 
