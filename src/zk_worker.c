@@ -411,18 +411,45 @@ open_session(void)
 }
 
 /*
- * Close the session: ends it at once if a server can still hear us (its
- * nodes go), else the server expires it.  With keep_margin, the connection
- * is dropped instead, without ending the session: the server expires it
- * after its timeout, as it would after a crash (for a backend that passed
- * the commit guard and has not finished committing).  Everything in flight
- * on it completes as closed; every backend's watches and nodes of it are
- * forgotten.
+ * Close the open session's gate: from now on no backend passes the commit
+ * guard for it (bridge_commit_begin).  Returns whether one passed it before
+ * and has not finished committing.  Both in one hold of the mutex: a count
+ * taken before the gate closed could miss a backend passing in between,
+ * and the session would be ended under its commit.  Once closed, the gate
+ * stays so until the session is: calling this again only counts.
+ */
+static bool
+close_gate(void)
+{
+	bool		busy = false;
+
+	Assert(worker_zh != NULL && worker_generation != 0);
+	SpinLockAcquire(&zk_shared->mutex);
+	zk_shared->closing = true;
+	for (int i = 0; i < zk_shared->nslots && !busy; i++)
+		busy = zk_shared->slots[i].committing == worker_generation;
+	SpinLockRelease(&zk_shared->mutex);
+	return busy;
+}
+
+/*
+ * Close the session, on every path that ends it (a reload, a write-off, the
+ * session found gone, the worker's exit by SIGTERM, FATAL or the
+ * postmaster's death).  The gate is closed first.  Then, with no commit
+ * under way, the session is ended at once if a server can still hear us
+ * (its nodes go), else the server expires it.  With one, the connection is
+ * dropped instead, without ending the session: the server expires it after
+ * its timeout, as after a crash, so that the guard's margin holds for the
+ * backend still committing.  It never waits (an exit may be the
+ * postmaster's death); request_close waits for such commits where it can.
+ * Everything in flight on it completes as closed; every backend's watches
+ * and nodes of it are forgotten.
  */
 static void
-close_session(bool lost, bool keep_margin)
+close_session(bool lost)
 {
 	dlist_mutable_iter it;
+	bool		keep_margin;
 
 	/*
 	 * Called inside the client (an exit by FATAL in one of its callbacks),
@@ -434,6 +461,7 @@ close_session(bool lost, bool keep_margin)
 
 	if (worker_zh == NULL)
 		return;
+	keep_margin = close_gate();
 	close_deadline = 0;
 	if (keep_margin)
 	{
@@ -529,36 +557,20 @@ close_session(bool lost, bool keep_margin)
 		session_file_remove();
 }
 
-/* Whether a backend passed the commit guard for the open session and has
- * not finished committing. */
-static bool
-commits_under_way(void)
-{
-	bool		any = false;
-
-	SpinLockAcquire(&zk_shared->mutex);
-	for (int i = 0; i < zk_shared->nslots && !any; i++)
-		any = zk_shared->slots[i].committing == worker_generation;
-	SpinLockRelease(&zk_shared->mutex);
-	return any;
-}
-
 /*
- * Close the open session of our own will (a reload, a write-off, exit):
- * backends that passed the commit guard may be writing their commit
- * records, counting on the session for a third of its timeout more.  No
- * backend passes the guard from now on; the session is closed once they are
- * done (close_when_done), or after that third, when its connection is
- * dropped instead so that the session expires and their margin holds.
+ * Close the open session of our own will (a reload, a write-off): backends
+ * that passed the commit guard may be writing their commit records,
+ * counting on the session for a third of its timeout more.  The gate closes
+ * now; the session is closed once they are done (close_when_done), or
+ * after that third, when its connection is dropped instead so that the
+ * session expires and their margin holds.
  */
 static void
 request_close(bool lost)
 {
 	if (worker_zh == NULL || close_deadline != 0)
 		return;
-	SpinLockAcquire(&zk_shared->mutex);
-	zk_shared->closing = true;
-	SpinLockRelease(&zk_shared->mutex);
+	(void) close_gate();
 	close_lost = lost;
 	close_deadline = bridge_now_ms() + Max(ZK_GUARD_MARGIN(zoo_recv_timeout(worker_zh)), 1);
 }
@@ -567,13 +579,9 @@ request_close(bool lost)
 static void
 close_when_done(void)
 {
-	bool		busy;
-
-	if (close_deadline == 0)
-		return;
-	busy = commits_under_way();
-	if (!busy || bridge_now_ms() >= close_deadline)
-		close_session(close_lost, busy);
+	if (close_deadline != 0 &&
+		(bridge_now_ms() >= close_deadline || !close_gate()))
+		close_session(close_lost);
 }
 
 /* How long the next turn may wait for the client, at most. */
@@ -916,14 +924,11 @@ zklock_reaper_main(Datum arg)
 
 /* ---- the worker ---- */
 
-/*
- * At exit: a session with commits under way is left to expire, not ended
- * (there is no waiting here: an exit may be the postmaster's death).
- */
+/* At exit: a session with commits under way is left to expire, not ended. */
 static void
 worker_exit(int code, Datum arg)
 {
-	close_session(false, worker_zh != NULL && commits_under_way());
+	close_session(false);
 	worker_issue_backlog();
 	SpinLockAcquire(&zk_shared->mutex);
 	zk_shared->worker_pid = 0;
@@ -1023,7 +1028,7 @@ zklock_worker_main(Datum arg)
 			if (verdict == SESSION_GONE)
 			{
 				log_session_lost(session_gone_why());
-				close_session(true, false);
+				close_session(true);
 			}
 			else if (verdict == SESSION_WRITTEN_OFF && close_deadline == 0)
 			{

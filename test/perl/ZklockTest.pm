@@ -12,6 +12,7 @@ use warnings;
 
 use Exporter 'import';
 use File::Basename qw(dirname);
+use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -28,7 +29,7 @@ our @EXPORT = qw(
   cs_begin_sql cs_end_sql cs_waiter_sql queue_nodes
   freeze_until_suspended finish_checks fakedns_lib sleep_for
   worker_pid wait_worker_session reconfigure dblink_send_many dblink_true_count
-  traced_state);
+  traced_state gdb_break gdb_wait_hit gdb_let_go);
 
 use constant ZK_ROOT => '/zklock_tap';
 
@@ -265,6 +266,55 @@ sub traced_state
 	my $status = slurp_file("/proc/$pid/status");
 	return ($status =~ /^TracerPid:\s*[1-9]/m ? 1 : 0,
 		$status =~ /^State:\s*t/m ? 1 : 0);
+}
+
+# gdb attached to $pid with a breakpoint at $where, the process let go on;
+# the signals PostgreSQL uses pass through without stopping it.  Returns
+# once the breakpoint is in place; gdb_wait_hit waits for the process to
+# stop there, gdb_let_go lets it go on, without gdb.
+sub gdb_break
+{
+	my ($pid, $where) = @_;
+	my $g = { pid => $pid, in => '', out => '' };
+	$g->{run} = IPC::Run::start([ 'gdb', '-q', '-nx', '-p', $pid ],
+		'<', \$g->{in}, '>', \$g->{out}, '2>&1');
+	$g->{in} .= "set pagination off\n"
+	  . "handle SIGTERM SIGHUP SIGINT SIGUSR1 SIGUSR2 SIGURG nostop noprint pass\n"
+	  . "break $where\ncontinue\n";
+	my $t0 = time;
+	while (time - $t0 < 60)
+	{
+		$g->{run}->pump_nb;
+		my ($traced, $stopped) = traced_state($pid);
+		return $g if $g->{out} =~ /Continuing\./ && $traced && !$stopped;
+		sleep 0.05;
+	}
+	die "gdb did not set its breakpoint at $where:\n$g->{out}";
+}
+
+# True once the process stopped at the breakpoint (the $n-th set, default
+# the first), false after $timeout s.
+sub gdb_wait_hit
+{
+	my ($g, $timeout, $n) = @_;
+	$n //= 1;
+	my $t0 = time;
+	while (time - $t0 < ($timeout // 30))
+	{
+		$g->{run}->pump_nb;
+		my ($traced, $stopped) = traced_state($g->{pid});
+		return 1 if $traced && $stopped && $g->{out} =~ /Breakpoint $n, /;
+		sleep 0.02;
+	}
+	return 0;
+}
+
+sub gdb_let_go
+{
+	my ($g) = @_;
+	$g->{in} .= "delete\ndetach\nquit\n";
+	$g->{run}->finish;
+	return $g->{out};
 }
 
 # Wait until $node's server session is connected (as zk_session() says);
