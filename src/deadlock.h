@@ -21,8 +21,10 @@ typedef struct DeadlockWait
 	int64		retry_at;		/* look again then */
 	char	   *entry;			/* our published wait, once created */
 	bool		published;		/* ... and watched for pokes */
+	bool		rearm;			/* a poke used the watch up: set it again */
 } DeadlockWait;
 
+extern bool deadlock_poked(DeadlockWait *w);
 extern void deadlock_check(DeadlockWait *w);
 extern void deadlock_withdraw(DeadlockWait *w);
 
