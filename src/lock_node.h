@@ -5,8 +5,13 @@
 #ifndef ZKLOCK_LOCK_NODE_H
 #define ZKLOCK_LOCK_NODE_H
 
-/* How the names of one backend's nodes begin, after "_c_". */
+/*
+ * How the names of one backend's nodes of one ZooKeeper session begin, after
+ * "_c_": the backend's own part, then the session's (lock_node_owner).
+ */
 #define ZK_OWNER_LEN 18
+/* The backend's own part, "xxxxxxxx-xxxx", the same in all its sessions. */
+#define ZK_OWNER_BACKEND_LEN 13
 /* Length of an attempt tag, a UUID-shaped string, without the NUL. */
 #define ZK_TAG_LEN 36
 /* Its first part, the same for every attempt of one backend. */
@@ -52,6 +57,7 @@ typedef struct LockVerdict
 
 extern char *lock_node_prefix(const char *parent, const char *tag,
 							  LockMode mode, int permits, bool writer_naming);
+extern void lock_node_owner(char *owner, const char *backend, uint64 generation);
 extern int64 lock_node_sequence(const char *name);
 extern bool lock_node_session_key(const char *name, char *key);
 extern LockMode lock_node_mode(const char *name);

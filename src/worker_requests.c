@@ -589,6 +589,25 @@ worker_drop_deferred(void)
 /* ---- the queue ---- */
 
 /*
+ * Whether tag begins with the owner part of the backend's attempt tags in
+ * the open session.
+ */
+static bool
+tag_is_backends(SharedRequest *sr, const char *tag)
+{
+	char		owner[ZK_OWNER_LEN + 1];
+	bool		ok;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	ok = worker_shared_slot(sr->slot)->incarnation == sr->incarnation;
+	if (ok)
+		lock_node_owner(owner, worker_shared_slot(sr->slot)->owner,
+						worker_generation);
+	SpinLockRelease(&zk_shared->mutex);
+	return ok && strncmp(tag, owner, ZK_OWNER_LEN) == 0;
+}
+
+/*
  * Whether the node's name carries the backend's owner key ("_c_" and the
  * first part of its attempt tags): a node it created, even one whose
  * create's reply was lost and which it found again by its tag.
@@ -597,15 +616,9 @@ static bool
 names_owner(SharedRequest *sr, const char *path)
 {
 	const char *name = strrchr(path, '/');
-	bool		ok;
 
-	if (name == NULL || strncmp(name + 1, "_c_", 3) != 0)
-		return false;
-	SpinLockAcquire(&zk_shared->mutex);
-	ok = worker_shared_slot(sr->slot)->incarnation == sr->incarnation &&
-		strncmp(name + 4, worker_shared_slot(sr->slot)->owner, ZK_OWNER_LEN) == 0;
-	SpinLockRelease(&zk_shared->mutex);
-	return ok;
+	return name != NULL && strncmp(name + 1, "_c_", 3) == 0 &&
+		tag_is_backends(sr, name + 4);
 }
 
 /* Whether the backend may delete path: it created it. */
@@ -614,19 +627,6 @@ may_delete(SharedRequest *sr, const char *path)
 {
 	return worker_find_owned(&worker_slots[sr->slot], sr->incarnation, path) != NULL ||
 		names_owner(sr, path);
-}
-
-/* Whether tag is one of the backend's attempt tags. */
-static bool
-tag_is_backends(SharedRequest *sr, const char *tag)
-{
-	bool		ok;
-
-	SpinLockAcquire(&zk_shared->mutex);
-	ok = worker_shared_slot(sr->slot)->incarnation == sr->incarnation &&
-		strncmp(tag, worker_shared_slot(sr->slot)->owner, ZK_OWNER_LEN) == 0;
-	SpinLockRelease(&zk_shared->mutex);
-	return ok;
 }
 
 /* A one-way request: the worker's from the start. */
@@ -733,8 +733,15 @@ take_request(dsa_pointer dp, SharedRequest *sr)
 		Call	   *call = worker_call_new(CALL_REPLY);
 
 		call->req = dp;
-		/* Made for a session that is gone: its nodes went with it. */
-		if (worker_zh == NULL || sr->epoch != worker_generation)
+
+		/*
+		 * Made for a session that is gone: its nodes went with it.  So is a
+		 * lock node whose tag was made for another session than this one:
+		 * its name would make it that session's.
+		 */
+		if (worker_zh == NULL || sr->epoch != worker_generation ||
+			(sr->kind == ZKREQ_CREATE && sr->payload[sr->tag_off] != '\0' &&
+			 !tag_is_backends(sr, sr->payload + sr->tag_off)))
 			worker_reply(call, sr, ZINVALIDSTATE);
 		else
 			worker_issue_call(call, sr);
