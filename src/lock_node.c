@@ -8,8 +8,9 @@
  * zklock.exclusive_naming = readwrite), "_c_<tag>-__READ__" (shared), or
  * "_c_<tag>-permits<N>-lease-" (a semaphore's lease), ordered by the
  * 10-digit sequence suffix the server appends.  The tag's first part is the
- * same for every node of one backend in one session (its session key).  Curator's and
- * Kazoo's nodes follow the same conventions, so the rules read theirs too.
+ * same for every node of one backend in one session (its session key).
+ * Curator's and Kazoo's nodes follow the same conventions, so the rules read
+ * theirs too.
  *
  * Pure functions of names: no ZooKeeper, no shared state, no errors.
  */

@@ -14,7 +14,7 @@
 #define ZK_OWNER_BACKEND_LEN 13
 /* Length of an attempt tag, a UUID-shaped string, without the NUL. */
 #define ZK_TAG_LEN 36
-/* Its first part, the same for every attempt of one backend. */
+/* Its first part, the same for every attempt of one backend in one session. */
 #define ZK_TAG_SESSION_LEN ZK_OWNER_LEN
 /* "_c_" and that part: what every lock node of one backend's name begins with. */
 #define ZK_SESSION_KEY_LEN (3 + ZK_TAG_SESSION_LEN)

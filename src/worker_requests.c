@@ -595,16 +595,18 @@ worker_drop_deferred(void)
 static bool
 tag_is_backends(SharedRequest *sr, const char *tag)
 {
+	char		backend[ZK_OWNER_BACKEND_LEN + 1];
 	char		owner[ZK_OWNER_LEN + 1];
 	bool		ok;
 
 	SpinLockAcquire(&zk_shared->mutex);
 	ok = worker_shared_slot(sr->slot)->incarnation == sr->incarnation;
-	if (ok)
-		lock_node_owner(owner, worker_shared_slot(sr->slot)->owner,
-						worker_generation);
+	memcpy(backend, worker_shared_slot(sr->slot)->owner, sizeof(backend));
 	SpinLockRelease(&zk_shared->mutex);
-	return ok && strncmp(tag, owner, ZK_OWNER_LEN) == 0;
+	if (!ok)
+		return false;
+	lock_node_owner(owner, backend, worker_generation);
+	return strncmp(tag, owner, ZK_OWNER_LEN) == 0;
 }
 
 /*

@@ -9,13 +9,13 @@
 # wait with 40P01 (38 times in 9 minutes of a randomized fault run).  A
 # member is a backend in one session: the names carry the session now.
 #
-# A backend holds a lock; every ZooKeeper server is frozen until the local
-# clock judges the session lost, another call writes it off, the leader is
-# killed and the others resumed: the worker opens a new session while the
-# old one's node is still there, with a fresh timeout.  The backend then
-# acquires the lock again with deadlock_timeout = 100ms: it queues behind its
-# own leftover node, looks for a deadlock while it waits, and is granted
-# once the old session expires, with no 40P01.
+# A backend holds a lock; every ZooKeeper server is frozen until the
+# worker's clock judges the session lost, the leader is killed and the
+# others resumed: the worker opens a new session while the old one's node
+# is still there, with a fresh timeout.  The backend then acquires the lock
+# again with deadlock_timeout = 100ms: it queues behind its own leftover
+# node, looks for a deadlock while it waits, and is granted once the old
+# session expires, with no 40P01.
 
 use strict;
 use warnings;
@@ -39,18 +39,14 @@ my $old_node = $x->query_safe(q{SELECT znode FROM zk_locks WHERE name = 'leftove
 my $old_session = zk_session_field($x, 'session_id');
 
 # Frozen until the client notices the silence (after 2/3 of the timeout)
-# and the timeout has passed since: the session is lost by the local clock.
+# and the timeout has passed since: the worker judges the session lost by
+# its clock, closes it (no server hears that) and opens another once a
+# server answers.
+my $offset = -s $node->logfile;
 my $leader = $zk->leader;
 $zk->signal($_, 'STOP') for $zk->running;
-ok(defined wait_session_state($probe, 'lost', 60), 'the session is judged lost by the local clock');
-# A zklock call writes it off: the worker closes it (no server hears that)
-# and opens another once a server answers.
-$probe->query_safe(q{SET zklock.connect_timeout = '100ms'});
-$probe->query(q{SELECT zk_lock_try_acquire('probe')});
-note "the call: $probe->{stderr}";
-$probe->{stderr} = '';
-is(poll_query($probe, q{SELECT state <> 'lost' FROM zk_session()}, 't'), 't',
-	'a call wrote the session off');
+ok($node->wait_for_log(qr/ZooKeeper session 0x[0-9a-f]+ is lost/, $offset),
+	'the session is judged lost by the local clock');
 
 # A new leader, with a fresh timeout for the old session and its node.
 $zk->kill9($leader);
@@ -58,7 +54,7 @@ $zk->signal($_, 'CONT') for $zk->running;
 $zk->wait_serving;
 my $back = time;
 ok(defined wait_worker_session($node, 60), 'the worker has a new session');
-isnt(zk_session_field($x, 'session_id'), $old_session, 'another session than the old one');
+isnt(zk_session_field($probe, 'session_id'), $old_session, 'another session than the old one');
 is_deeply(queue_nodes($zk, 'leftover'), [$old_node], "the old session's node is still there");
 
 # The backend hears its lock was lost, and asks for it again.
