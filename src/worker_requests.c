@@ -589,38 +589,25 @@ worker_drop_deferred(void)
 /* ---- the queue ---- */
 
 /*
- * Whether tag begins with the owner part of the backend's attempt tags in
- * the open session.
- */
-static bool
-tag_is_backends(SharedRequest *sr, const char *tag)
-{
-	char		backend[ZK_OWNER_BACKEND_LEN + 1];
-	char		owner[ZK_OWNER_LEN + 1];
-	bool		ok;
-
-	SpinLockAcquire(&zk_shared->mutex);
-	ok = worker_shared_slot(sr->slot)->incarnation == sr->incarnation;
-	memcpy(backend, worker_shared_slot(sr->slot)->owner, sizeof(backend));
-	SpinLockRelease(&zk_shared->mutex);
-	if (!ok)
-		return false;
-	lock_node_owner(owner, backend, worker_generation);
-	return strncmp(tag, owner, ZK_OWNER_LEN) == 0;
-}
-
-/*
  * Whether the node's name carries the backend's owner key ("_c_" and the
  * first part of its attempt tags): a node it created, even one whose
- * create's reply was lost and which it found again by its tag.
+ * create's reply was lost and which it found again by its tag.  In any of
+ * the server's sessions: a node of a lost session that its backend gives up
+ * on goes at once, rather than when the server expires that session.
  */
 static bool
 names_owner(SharedRequest *sr, const char *path)
 {
 	const char *name = strrchr(path, '/');
+	bool		ok;
 
-	return name != NULL && strncmp(name + 1, "_c_", 3) == 0 &&
-		tag_is_backends(sr, name + 4);
+	if (name == NULL || strncmp(name + 1, "_c_", 3) != 0)
+		return false;
+	SpinLockAcquire(&zk_shared->mutex);
+	ok = worker_shared_slot(sr->slot)->incarnation == sr->incarnation &&
+		strncmp(name + 4, worker_shared_slot(sr->slot)->owner, ZK_OWNER_BACKEND_LEN) == 0;
+	SpinLockRelease(&zk_shared->mutex);
+	return ok;
 }
 
 /* Whether the backend may delete path: it created it. */
@@ -629,6 +616,29 @@ may_delete(SharedRequest *sr, const char *path)
 {
 	return worker_find_owned(&worker_slots[sr->slot], sr->incarnation, path) != NULL ||
 		names_owner(sr, path);
+}
+
+/* Whether tag is one of the backend's attempt tags, of any session. */
+static bool
+tag_is_backends(SharedRequest *sr, const char *tag)
+{
+	bool		ok;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	ok = worker_shared_slot(sr->slot)->incarnation == sr->incarnation &&
+		strncmp(tag, worker_shared_slot(sr->slot)->owner, ZK_OWNER_BACKEND_LEN) == 0;
+	SpinLockRelease(&zk_shared->mutex);
+	return ok;
+}
+
+/* Whether an attempt tag was made for the open session (lock_node_owner). */
+static bool
+tag_of_open_session(const char *tag)
+{
+	char		owner[ZK_OWNER_LEN + 1];
+
+	lock_node_owner(owner, tag, worker_generation);
+	return strncmp(tag, owner, ZK_OWNER_LEN) == 0;
 }
 
 /* A one-way request: the worker's from the start. */
@@ -743,7 +753,7 @@ take_request(dsa_pointer dp, SharedRequest *sr)
 		 */
 		if (worker_zh == NULL || sr->epoch != worker_generation ||
 			(sr->kind == ZKREQ_CREATE && sr->payload[sr->tag_off] != '\0' &&
-			 !tag_is_backends(sr, sr->payload + sr->tag_off)))
+			 !tag_of_open_session(sr->payload + sr->tag_off)))
 			worker_reply(call, sr, ZINVALIDSTATE);
 		else
 			worker_issue_call(call, sr);
