@@ -91,6 +91,7 @@ unlike($sa->{stderr} . $sb->{stderr}, qr/deadlock detected/, 'no false 40P01');
 like($out_a, qr/^t$/m, 'A is granted once the old session expired');
 like($out_b, qr/^t$/m, '... and B after A');
 is($probe->query_safe('SELECT deadlocks FROM zk_session_stats'), '0', 'zk_session_stats counts no deadlock');
+$sb->{stderr} = '';
 
 $sb->query_safe(q{SELECT zk_lock_release_all()});
 $sa->quit;
