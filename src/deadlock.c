@@ -1074,7 +1074,7 @@ deadlock_check(DeadlockWait *w)
 	w->checked = true;
 	w->retry_at = bridge_now_ms() + DeadlockTimeout * (1 << Min(w->looks, 4));
 	w->looks++;
-	/* Withdrawn like a published wait from the first look on, whatever happens. */
+	/* Withdrawn like a published wait from the first look on. */
 	if (w->entry == NULL && lock_node_session_key(w->node, key))
 		w->entry = psprintf("%s/%s", waits_dir(), key);
 
