@@ -52,7 +52,10 @@
  * the victim's poke may be refused (an ACL).  So a waiter looks again while
  * it waits: deadlock_timeout after its first look, then after twice that,
  * four times, up to sixteen times deadlock_timeout between looks.  Every
- * cycle that exists is found by the next look of one of its members.
+ * cycle that exists is found by the next look of one of its members.  The
+ * wait keeps one watch for pokes, set again only after a poke fired it, and
+ * each look allocates in a memory context of its own: a wait of a day costs
+ * what a wait of a second costs.
  *
  * Nothing read is trusted: a published wait is used only if it is
  * well-formed and names a node of its member's own (by the key in the
@@ -79,6 +82,7 @@
 #include "utils/array.h"
 #include "utils/fmgrprotos.h"
 #include "utils/json.h"
+#include "utils/memutils.h"
 #include "utils/wait_event.h"
 
 #include "deadlock.h"
@@ -260,13 +264,10 @@ look_cut_short(DeadlockWait *w, int rc, ZkAction action, const char *path)
 static bool
 publish(DeadlockWait *w, const char *data)
 {
-	char		key[ZK_SESSION_KEY_LEN + 1];
 	int			rc = ZOK;
 
-	if (!lock_node_session_key(w->node, key))
+	if (w->entry == NULL)
 		return false;
-	/* Withdrawn like a published wait from now on, whatever happens. */
-	w->entry = psprintf("%s/%s", waits_dir(), key);
 	for (int tries = 0; tries < 3; tries++)
 	{
 		ZkRequest  *req = bridge_create(w->entry, data, strlen(data), ZOO_EPHEMERAL, NULL);
@@ -940,14 +941,13 @@ report_deadlock(Graph *g, const Closing *cl, int *path, int n)
 }
 
 /*
- * Our wait has lasted deadlock_timeout, or another member of a cycle asked us
- * to look again: publish the wait (the first time) and look for the cycles
+ * One look: publish the wait (the first time) and look for the cycles
  * through it.  ERROR 40P01 if we are the victim of one; the victims of the
  * others are poked.  Returns otherwise, also when the deadline passed
  * meanwhile.
  */
-void
-deadlock_check(DeadlockWait *w)
+static void
+look(DeadlockWait *w)
 {
 	char	   *data = entry_json(w);
 	Graph		g = {0};
@@ -959,24 +959,14 @@ deadlock_check(DeadlockWait *w)
 	int			nvictims = 0;
 	int			ncycles = 0;
 
-	/*
-	 * Look again later while the wait lasts, after deadlock_timeout, twice
-	 * that, four times, up to sixteen times: a member that looked before
-	 * another had published misses their cycle, and its victim may not be
-	 * poked (an ACL) or may have looked too early as well.  A look cut short
-	 * by a lost reply is tried again sooner.
-	 */
-	w->checked = true;
-	w->retry_at = bridge_now_ms() + DeadlockTimeout * (1 << Min(w->looks, 4));
-	w->looks++;
 	if (!w->published)
 	{
 		if (!publish(w, data))
 			return;
 	}
-	else
+	else if (w->rearm)
 	{
-		/* A poke consumed the watch: set it again before looking. */
+		/* A poke used the watch up: set it again before looking. */
 		ZkRequest  *watch = bridge_watch_pokes(w->entry);
 		int			rc;
 
@@ -992,6 +982,7 @@ deadlock_check(DeadlockWait *w)
 			look_cut_short(w, rc, ZK_ACTION_WATCH, w->entry);
 			return;
 		}
+		w->rearm = false;
 	}
 
 	g.w = w;
@@ -1058,6 +1049,63 @@ deadlock_check(DeadlockWait *w)
 	for (int v = 0; v < nvictims; v++)
 		poke(w, &g.members[victims[v]]);
 	stats_deadlock_checked(g.nmembers, ncycles, nvictims, false);
+}
+
+/*
+ * Our wait has lasted deadlock_timeout, or another member of a cycle asked us
+ * to look again: look, in a memory context of the look's own, so that a wait
+ * of a day costs what a wait of a second costs.  Only the path of our
+ * published wait outlives it.
+ */
+void
+deadlock_check(DeadlockWait *w)
+{
+	char		key[ZK_SESSION_KEY_LEN + 1];
+	MemoryContext look_context;
+	MemoryContext caller = CurrentMemoryContext;
+
+	/*
+	 * Look again later while the wait lasts, after deadlock_timeout, twice
+	 * that, four times, up to sixteen times: a member that looked before
+	 * another had published misses their cycle, and its victim may not be
+	 * poked (an ACL) or may have looked too early as well.  A look cut short
+	 * by a lost reply is tried again sooner.
+	 */
+	w->checked = true;
+	w->retry_at = bridge_now_ms() + DeadlockTimeout * (1 << Min(w->looks, 4));
+	w->looks++;
+	/* Withdrawn like a published wait from the first look on. */
+	if (w->entry == NULL && lock_node_session_key(w->node, key))
+		w->entry = psprintf("%s/%s", waits_dir(), key);
+
+	look_context = AllocSetContextCreate(caller, "zklock deadlock look",
+										 ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(look_context);
+	PG_TRY();
+	{
+		look(w);
+	}
+	PG_FINALLY();
+	{
+		MemoryContextSwitchTo(caller);
+		MemoryContextDelete(look_context);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Whether another member of a cycle asked us to look again.  Its poke fired
+ * the one watch on our published wait: the next look sets it again.  Looks
+ * that come by the clock keep it, so that a wait has one watch however long
+ * it lasts.
+ */
+bool
+deadlock_poked(DeadlockWait *w)
+{
+	if (!w->published || !bridge_take_poke())
+		return false;
+	w->rearm = true;
+	return true;
 }
 
 /* The wait is over: delete what was published.  Never raises. */

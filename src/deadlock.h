@@ -19,10 +19,12 @@ typedef struct DeadlockWait
 	bool		checked;		/* looked for a deadlock at least once */
 	int			looks;			/* how often */
 	int64		retry_at;		/* look again then */
-	char	   *entry;			/* our published wait, once created */
+	char	   *entry;			/* our published wait's path, from the first look */
 	bool		published;		/* ... and watched for pokes */
+	bool		rearm;			/* a poke used the watch up: set it again */
 } DeadlockWait;
 
+extern bool deadlock_poked(DeadlockWait *w);
 extern void deadlock_check(DeadlockWait *w);
 extern void deadlock_withdraw(DeadlockWait *w);
 

@@ -8,8 +8,9 @@
  * zklock.exclusive_naming = readwrite), "_c_<tag>-__READ__" (shared), or
  * "_c_<tag>-permits<N>-lease-" (a semaphore's lease), ordered by the
  * 10-digit sequence suffix the server appends.  The tag's first part is the
- * same for every node of one backend (its session key).  Curator's and
- * Kazoo's nodes follow the same conventions, so the rules read theirs too.
+ * same for every node of one backend in one session (its session key).
+ * Curator's and Kazoo's nodes follow the same conventions, so the rules read
+ * theirs too.
  *
  * Pure functions of names: no ZooKeeper, no shared state, no errors.
  */
@@ -44,6 +45,21 @@ lock_node_prefix(const char *parent, const char *tag, LockMode mode,
 			break;
 	}
 	return psprintf("%s/_c_%s-%s", parent, tag, writer_naming ? "__WRIT__" : "lock-");
+}
+
+/*
+ * The owner part of the names of a backend's nodes in one session of this
+ * server's (ZK_OWNER_LEN + 1 bytes): the backend's own part and 16 bits of
+ * the session's generation.  A member of a wait-for graph is a backend in one
+ * session: the nodes that an old session of the backend leaves until it
+ * expires are another member's, not the new session's, and are waited for
+ * like anyone's.
+ */
+void
+lock_node_owner(char *owner, const char *backend, uint64 generation)
+{
+	snprintf(owner, ZK_OWNER_LEN + 1, "%.*s-%04x", ZK_OWNER_BACKEND_LEN,
+			 backend, (unsigned int) (generation & 0xFFFF));
 }
 
 /* The trailing 10-digit sequence number of a lock child, -1 if none. */

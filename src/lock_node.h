@@ -5,11 +5,16 @@
 #ifndef ZKLOCK_LOCK_NODE_H
 #define ZKLOCK_LOCK_NODE_H
 
-/* How the names of one backend's nodes begin, after "_c_". */
+/*
+ * How the names of one backend's nodes of one ZooKeeper session begin, after
+ * "_c_": the backend's own part, then the session's (lock_node_owner).
+ */
 #define ZK_OWNER_LEN 18
+/* The backend's own part, "xxxxxxxx-xxxx", the same in all its sessions. */
+#define ZK_OWNER_BACKEND_LEN 13
 /* Length of an attempt tag, a UUID-shaped string, without the NUL. */
 #define ZK_TAG_LEN 36
-/* Its first part, the same for every attempt of one backend. */
+/* Its first part, the same for every attempt of one backend in one session. */
 #define ZK_TAG_SESSION_LEN ZK_OWNER_LEN
 /* "_c_" and that part: what every lock node of one backend's name begins with. */
 #define ZK_SESSION_KEY_LEN (3 + ZK_TAG_SESSION_LEN)
@@ -52,6 +57,7 @@ typedef struct LockVerdict
 
 extern char *lock_node_prefix(const char *parent, const char *tag,
 							  LockMode mode, int permits, bool writer_naming);
+extern void lock_node_owner(char *owner, const char *backend, uint64 generation);
 extern int64 lock_node_sequence(const char *name);
 extern bool lock_node_session_key(const char *name, char *key);
 extern LockMode lock_node_mode(const char *name);

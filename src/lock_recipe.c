@@ -365,7 +365,7 @@ deadlock_check_due(Attempt *a, long *until_check)
 	*until_check = -1;
 	if (a->acq->deadlock_at == 0)
 		return false;
-	if (a->dl.published && bridge_take_poke())
+	if (deadlock_poked(&a->dl))
 		return true;
 	/* The first look, or another after one was cut short. */
 	at = !a->dl.checked ? a->acq->deadlock_at : a->dl.retry_at;

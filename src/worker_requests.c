@@ -605,7 +605,9 @@ worker_drop_deferred(void)
 /*
  * Whether the node's name carries the backend's owner key ("_c_" and the
  * first part of its attempt tags): a node it created, even one whose
- * create's reply was lost and which it found again by its tag.
+ * create's reply was lost and which it found again by its tag.  In any of
+ * the server's sessions: a node of a lost session that its backend gives up
+ * on goes at once, rather than when the server expires that session.
  */
 static bool
 names_owner(SharedRequest *sr, const char *path)
@@ -617,7 +619,7 @@ names_owner(SharedRequest *sr, const char *path)
 		return false;
 	SpinLockAcquire(&zk_shared->mutex);
 	ok = worker_shared_slot(sr->slot)->incarnation == sr->incarnation &&
-		strncmp(name + 4, worker_shared_slot(sr->slot)->owner, ZK_OWNER_LEN) == 0;
+		strncmp(name + 4, worker_shared_slot(sr->slot)->owner, ZK_OWNER_BACKEND_LEN) == 0;
 	SpinLockRelease(&zk_shared->mutex);
 	return ok;
 }
@@ -630,7 +632,7 @@ may_delete(SharedRequest *sr, const char *path)
 		names_owner(sr, path);
 }
 
-/* Whether tag is one of the backend's attempt tags. */
+/* Whether tag is one of the backend's attempt tags, of any session. */
 static bool
 tag_is_backends(SharedRequest *sr, const char *tag)
 {
@@ -638,9 +640,19 @@ tag_is_backends(SharedRequest *sr, const char *tag)
 
 	SpinLockAcquire(&zk_shared->mutex);
 	ok = worker_shared_slot(sr->slot)->incarnation == sr->incarnation &&
-		strncmp(tag, worker_shared_slot(sr->slot)->owner, ZK_OWNER_LEN) == 0;
+		strncmp(tag, worker_shared_slot(sr->slot)->owner, ZK_OWNER_BACKEND_LEN) == 0;
 	SpinLockRelease(&zk_shared->mutex);
 	return ok;
+}
+
+/* Whether an attempt tag was made for the open session (lock_node_owner). */
+static bool
+tag_of_open_session(const char *tag)
+{
+	char		owner[ZK_OWNER_LEN + 1];
+
+	lock_node_owner(owner, tag, worker_generation);
+	return strncmp(tag, owner, ZK_OWNER_LEN) == 0;
 }
 
 /* A one-way request: the worker's from the start. */
@@ -747,8 +759,15 @@ take_request(dsa_pointer dp, SharedRequest *sr)
 		Call	   *call = worker_call_new(CALL_REPLY);
 
 		call->req = dp;
-		/* Made for a session that is gone: its nodes went with it. */
-		if (worker_zh == NULL || sr->epoch != worker_generation)
+
+		/*
+		 * Made for a session that is gone: its nodes went with it.  So is a
+		 * lock node whose tag was made for another session than this one:
+		 * its name would make it that session's.
+		 */
+		if (worker_zh == NULL || sr->epoch != worker_generation ||
+			(sr->kind == ZKREQ_CREATE && sr->payload[sr->tag_off] != '\0' &&
+			 !tag_of_open_session(sr->payload + sr->tag_off)))
 			worker_reply(call, sr, ZINVALIDSTATE);
 		else
 			worker_issue_call(call, sr);

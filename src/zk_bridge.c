@@ -209,7 +209,7 @@ void
 bridge_attach(void)
 {
 	uint64		bits;
-	char		owner[ZK_OWNER_LEN + 1];
+	char		owner[ZK_OWNER_BACKEND_LEN + 1];
 
 	if (my_slot != NULL)
 		return;
@@ -217,9 +217,8 @@ bridge_attach(void)
 
 	if (!pg_strong_random(&bits, sizeof(bits)))
 		bits = ((uint64) MyProcPid << 32) ^ (uint64) MyStartTime;
-	snprintf(owner, sizeof(owner), "%08x-%04x-%04x",
-			 (uint32) (bits >> 32), (uint32) (bits >> 16) & 0xFFFF,
-			 (uint32) bits & 0xFFFF);
+	snprintf(owner, sizeof(owner), "%08x-%04x",
+			 (uint32) (bits >> 32), (uint32) (bits >> 16) & 0xFFFF);
 
 	wait_set = zk_latch_wait_set(0);
 
@@ -257,7 +256,19 @@ bridge_attached(void)
 	return my_slot != NULL;
 }
 
-/* How this backend's nodes' names begin after "_c_". */
+/* The generation of the open session, 0 if none. */
+static uint64
+current_generation(void)
+{
+	uint64		gen;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	gen = zk_shared->generation;
+	SpinLockRelease(&zk_shared->mutex);
+	return gen;
+}
+
+/* The backend's own part of its nodes' names (see lock_node_owner). */
 const char *
 bridge_owner(void)
 {
@@ -265,18 +276,22 @@ bridge_owner(void)
 }
 
 /*
- * The pid of this server's backend whose nodes' names begin with owner, or
- * 0 if none of ours does.
+ * The pid of this server's backend whose nodes' names in the open session
+ * begin with owner, or 0 if none of ours does.
  */
 pid_t
 bridge_local_pid(const char *owner)
 {
+	char		current[ZK_OWNER_LEN + 1];
 	pid_t		pid = 0;
 
+	lock_node_owner(current, owner, current_generation());
+	if (strncmp(current, owner, ZK_OWNER_LEN) != 0)
+		return 0;
 	SpinLockAcquire(&zk_shared->mutex);
 	for (int i = 0; i < zk_shared->nslots && pid == 0; i++)
 		if (zk_shared->slots[i].pid != 0 &&
-			strncmp(zk_shared->slots[i].owner, owner, ZK_OWNER_LEN) == 0)
+			strncmp(zk_shared->slots[i].owner, owner, ZK_OWNER_BACKEND_LEN) == 0)
 			pid = zk_shared->slots[i].pid;
 	SpinLockRelease(&zk_shared->mutex);
 	return pid;
@@ -309,17 +324,6 @@ bridge_take_counts(uint64_t *counts_out)
 }
 
 /* ---- requests ---- */
-
-static uint64
-current_generation(void)
-{
-	uint64		gen;
-
-	SpinLockAcquire(&zk_shared->mutex);
-	gen = zk_shared->generation;
-	SpinLockRelease(&zk_shared->mutex);
-	return gen;
-}
 
 /*
  * A request in the shared area, not yet queued; InvalidDsaPointer if the

@@ -25,7 +25,7 @@ static uint64 written_off = 0;
 /* The session the running zklock call began in (zk_session_require). */
 static uint64 call_generation = 0;
 
-/* Attempt tags: the backend's owner part, then a counter. */
+/* Attempt tags: the backend's owner part in the session, then a counter. */
 static uint64 tag_counter;
 
 ZkSessionStatus
@@ -385,13 +385,19 @@ zk_session_describe(ZkSessionInfo *info)
 					   &info->requests_queued);
 }
 
-/* Fill tag with a fresh attempt tag: unique per create, UUID-shaped. */
+/*
+ * Fill tag with a fresh attempt tag: unique per create, UUID-shaped, its
+ * owner part the backend's in the session of the running call (the worker
+ * creates no node of a tag made for another session).
+ */
 void
 zk_session_new_tag(char *tag)
 {
 	uint64		n = ++tag_counter;
+	char		owner[ZK_OWNER_LEN + 1];
 
-	snprintf(tag, ZK_TAG_LEN + 1, "%s-%04x-%012llx", bridge_owner(),
+	lock_node_owner(owner, bridge_owner(), call_generation);
+	snprintf(tag, ZK_TAG_LEN + 1, "%s-%04x-%012llx", owner,
 			 (uint32) (n >> 48) & 0xFFFF,
 			 (unsigned long long) (n & UINT64CONST(0xFFFFFFFFFFFF)));
 }

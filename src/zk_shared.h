@@ -85,7 +85,7 @@ typedef struct ZkSlot
 	pid_t		pid;			/* 0: nobody uses zklock from it */
 	uint32		incarnation;	/* bumped by each backend that takes it */
 	Latch	   *latch;
-	char		owner[ZK_OWNER_LEN + 1];	/* its nodes' names begin so */
+	char		owner[ZK_OWNER_BACKEND_LEN + 1];	/* its nodes' names begin so */
 	bool		exiting;		/* the backend goes: undo what it left */
 	bool		cleaned;		/* the worker did */
 	uint64		watch_events;	/* its watches fired */
