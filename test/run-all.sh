@@ -32,11 +32,12 @@ declare -A tap_subset=(
 )
 # Majors whose TAP run leaves these scripts out: on 18, the long fault and
 # load runs whose code paths (the session worker's and ZooKeeper's, the
-# deadlock detector's chains, revocation's quiet commits: 030 and 041 run
-# the major's own paths under them) are the same on every major, and which
-# 15 runs in full, to keep the suite within its time.
+# deadlock detector's chains and looks, revocation's quiet commits, the
+# commit guard's proof and gate: 030, 041, 050 and 058 run the major's own
+# paths under them) are the same on every major, and which 15 runs in full,
+# to keep the suite within its time.
 declare -A tap_skip=(
-	[18]="test/tap/020_interop.pl test/tap/031_deadlock_no_false_alarm.pl test/tap/035_cluster_view_many.pl test/tap/044_follower_partition.pl test/tap/045_watch_in_flight.pl test/tap/046_revocation_quiet.pl test/tap/049_deadlock_long_queue.pl test/tap/051_shared_memory_flat.pl test/tap/053_flow_control.pl"
+	[18]="test/tap/020_interop.pl test/tap/031_deadlock_no_false_alarm.pl test/tap/035_cluster_view_many.pl test/tap/044_follower_partition.pl test/tap/045_watch_in_flight.pl test/tap/046_revocation_quiet.pl test/tap/049_deadlock_long_queue.pl test/tap/051_shared_memory_flat.pl test/tap/053_flow_control.pl test/tap/057_close_gate.pl test/tap/059_deadlock_look_flat.pl test/tap/060_deadlock_old_session.pl test/tap/062_guard_follower_worst_case.pl"
 )
 
 # The TAP scripts for a major (empty: all of them).
