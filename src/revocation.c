@@ -13,7 +13,10 @@
  * exception handler sees it.  Anywhere else (idle, parsing, planning,
  * committing, releasing) the signal only wakes the backend, and the request
  * is raised when the next statement starts; one asked while the backend
- * waited for the lock, once granted.
+ * waited for the lock, once granted.  A user's own cancel stays 57014.
+ * When the transaction rolls back, the session holds of the lock are given
+ * up too.  Each hold is interrupted once: a job that catches 57Z01 keeps the
+ * lock and decides for itself.
  *
  * A commit is quiet from before its deferred triggers fire, which is before
  * the pre-commit callbacks: from a COMMIT statement's start; from a PL/pgSQL
@@ -21,10 +24,7 @@
  * a statement of the client's outside a transaction block (autocommit, the
  * end of a multi-statement query or of an extended-protocol pipeline), from
  * that statement's end: the backend is quiet between its client's
- * statements, and a statement begins by leaving the quiet section.  A user's own cancel stays 57014.
- * When the transaction rolls back, the session holds of the lock are given
- * up too.  Each hold is interrupted once: a job that catches 57Z01 keeps the
- * lock and decides for itself.
+ * statements, and a statement begins by leaving the quiet section.
  */
 #include "postgres.h"
 
