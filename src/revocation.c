@@ -17,18 +17,32 @@
  * When the transaction rolls back, the session holds of the lock are given
  * up too.  Each hold is interrupted once: a job that catches 57Z01 keeps the
  * lock and decides for itself.
+ *
+ * A commit is quiet from before its deferred triggers fire, which is before
+ * the pre-commit callbacks: from a COMMIT statement's start; from a PL/pgSQL
+ * COMMIT's start (PL/pgSQL's plugin hook); and for the commit that follows
+ * a statement of the client's outside a transaction block (autocommit, the
+ * end of a multi-statement query or of an extended-protocol pipeline), from
+ * that statement's end: the backend is quiet between its client's
+ * statements, and a statement begins by leaving the quiet section.
  */
 #include "postgres.h"
 
 #include <signal.h>
 #include <unistd.h>
 
+#include "access/xact.h"
 #include "executor/executor.h"
+#include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "plpgsql.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "tcop/pquery.h"
+#include "tcop/tcopprot.h"
 #include "tcop/utility.h"
+#include "utils/portal.h"
 
 #include "compat.h"
 #include "guc.h"
@@ -59,6 +73,13 @@ static volatile sig_atomic_t executing = 0;
 static volatile sig_atomic_t revoke_cancel_pending = false;
 /* REVOKE_SIGNAL has our handler (it had none before). */
 static bool handler_installed = false;
+
+static void plpgsql_statement_begins(PLpgSQL_execstate *estate, PLpgSQL_stmt *stmt);
+
+/* PL/pgSQL calls stmt_beg before each statement; the rest stays unset. */
+static PLpgSQL_plugin plpgsql_watch = {
+	.stmt_beg = plpgsql_statement_begins,
+};
 
 /*
  * REVOKE_SIGNAL's handler: a cancel only where cancel_to_request will turn
@@ -260,10 +281,62 @@ revocation_executor_start(QueryDesc *queryDesc, int eflags)
 		standard_ExecutorStart(queryDesc, eflags);
 }
 
+/*
+ * Whether the active portal runs what the client's message asked: a simple
+ * query's statements run in portals that pg_cursors does not show, a Bind
+ * message's portal runs the text of the message (debug_query_string while
+ * it runs) and is never holdable.  A cursor's portal (a trigger's loop, a
+ * holdable cursor persisted at COMMIT) is none of these.
+ */
+static bool
+client_portal(void)
+{
+	Portal		portal = ActivePortal;
+
+	if (portal == NULL)
+		return false;
+	if (!portal->visible)
+		return true;
+	return !(portal->cursorOptions & CURSOR_OPT_HOLD) &&
+		portal->sourceText != NULL && debug_query_string != NULL &&
+		strcmp(portal->sourceText, debug_query_string) == 0;
+}
+
+/*
+ * A statement of the client's begins executing: none of ours executes, and
+ * it runs in the client's portal.  Statements that a commit's deferred
+ * triggers run have no such portal, nor have those run at plan time.  It
+ * ends the quiet section begun when the client's previous statement ended,
+ * and raises a request heard meanwhile.
+ */
+static bool
+client_statement_begins(void)
+{
+	if (executing > 0 || !client_portal())
+		return false;
+	revocation_quiet(false);
+	check_at_statement_start();
+	return true;
+}
+
+/*
+ * It ended (or failed): outside a transaction block the commit follows at
+ * once, with no statement of its own, so it is quiet from here; in a block
+ * the backend is idle or begins the next statement.  Quiet ends with the
+ * transaction, or when the next statement of the client's begins.
+ */
+static void
+client_statement_ends(void)
+{
+	if (zklock_revocable || revocable_published)
+		revocation_quiet(true);
+}
+
 static void
 revocation_executor_run(ZKLOCK_EXECUTOR_RUN_PARAMS)
 {
 	ErrorContextCallback callback;
+	bool		client = client_statement_begins();
 
 	PG_TRY();
 	{
@@ -276,6 +349,8 @@ revocation_executor_run(ZKLOCK_EXECUTOR_RUN_PARAMS)
 	PG_FINALLY();
 	{
 		executing_end(&callback);
+		if (client)
+			client_statement_ends();
 	}
 	PG_END_TRY();
 }
@@ -289,10 +364,11 @@ revocation_process_utility(ZKLOCK_PROCESS_UTILITY_PARAMS)
 {
 	ErrorContextCallback callback;
 	bool		interruptible = !IsA(pstmt->utilityStmt, TransactionStmt);
+	bool		client = interruptible && client_statement_begins();
 
-	if (interruptible)
+	if (interruptible && !client)
 		check_at_statement_start();
-	else
+	else if (!interruptible)
 	{
 		TransactionStmtKind kind = ((TransactionStmt *) pstmt->utilityStmt)->kind;
 
@@ -313,8 +389,24 @@ revocation_process_utility(ZKLOCK_PROCESS_UTILITY_PARAMS)
 	{
 		if (interruptible)
 			executing_end(&callback);
+		if (client)
+			client_statement_ends();
 	}
 	PG_END_TRY();
+}
+
+/*
+ * A PL/pgSQL COMMIT (AND CHAIN) in a procedure or DO block: quiet from
+ * here, before SPI_commit fires the deferred triggers, to the transaction's
+ * end.  Not where SPI_commit refuses to commit (a function, an exception
+ * block), or the quiet section would outlast the error.
+ */
+static void
+plpgsql_statement_begins(PLpgSQL_execstate *estate, PLpgSQL_stmt *stmt)
+{
+	if (stmt->cmd_type == PLPGSQL_STMT_COMMIT && !estate->atomic &&
+		!IsSubTransaction())
+		revocation_quiet(true);
 }
 
 /*
@@ -341,16 +433,21 @@ revocation_granted(LockEntry *entry)
  * Begin (on) or end (off) a section in which the backend commits or releases
  * locks: the worker does not interrupt it there for a release request, which
  * the next statement hears instead; a signal sent just before is taken.
+ * Returns whether the backend was quiet, for a section within a section
+ * (a release during a commit) to put back.
  */
-void
+bool
 revocation_quiet(bool on)
 {
+	bool		was = quiet;
+
 	if (on == quiet || !bridge_attached())
-		return;
+		return was;
 	quiet = on;
 	bridge_set_quiet(on);
 	if (on)
 		take_revoke_signal();
+	return was;
 }
 
 /*
@@ -369,10 +466,22 @@ revocation_xact_end(bool commit)
 void
 zklock_install_revocation_hooks(void)
 {
+	PLpgSQL_plugin **plpgsql_plugin;
+
 	prev_executor_start = ExecutorStart_hook;
 	ExecutorStart_hook = revocation_executor_start;
 	prev_executor_run = ExecutorRun_hook;
 	ExecutorRun_hook = revocation_executor_run;
 	prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = revocation_process_utility;
+
+	/*
+	 * Watch PL/pgSQL's statements, unless another plugin (a debugger, a
+	 * profiler) does: PL/pgSQL has room for one.  Without it, and when one
+	 * loaded later takes the place, a PL/pgSQL COMMIT is quiet only from the
+	 * pre-commit callbacks, after its deferred triggers.
+	 */
+	plpgsql_plugin = (PLpgSQL_plugin **) find_rendezvous_variable("PLpgSQL_plugin");
+	if (*plpgsql_plugin == NULL)
+		*plpgsql_plugin = &plpgsql_watch;
 }

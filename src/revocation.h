@@ -9,7 +9,7 @@
 
 extern void revocation_granted(LockEntry *entry);
 extern void revocation_xact_end(bool commit);
-extern void revocation_quiet(bool on);
+extern bool revocation_quiet(bool on);
 extern void zklock_install_revocation_hooks(void);
 
 #endif							/* ZKLOCK_REVOCATION_H */

@@ -245,19 +245,23 @@ release(const char *name, LockMode mode)
 	bool		released;
 	bool		proven = false;
 
-	/* A release request heard from now on is not the release's business. */
-	revocation_quiet(true);
+	/*
+	 * A release request heard from now on is not the release's business;
+	 * one in a commit's deferred trigger leaves the commit quiet.
+	 */
+	bool		was_quiet = revocation_quiet(true);
+
 	/* A lost lock is not held; its WARNING says so already. */
 	if (lost_locks_forget(name, mode))
 	{
-		revocation_quiet(false);
+		revocation_quiet(was_quiet);
 		return false;
 	}
 	entry = lock_table_find(name, mode);
 	released = entry != NULL && lock_table_release_session(entry);
 	if (released)
 		proven = lock_recipe_await_releases(true, true) == 0;
-	revocation_quiet(false);
+	revocation_quiet(was_quiet);
 	if (released)
 		return proven;
 	ereport(WARNING,
@@ -298,12 +302,12 @@ int
 zklock_release_all_session_locks(void)
 {
 	int			released;
+	bool		was_quiet = revocation_quiet(true);
 
-	revocation_quiet(true);
 	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
 	released = lock_table_release_all_session(false);
 	lock_recipe_await_releases(true, true);
-	revocation_quiet(false);
+	revocation_quiet(was_quiet);
 	return released;
 }
 
