@@ -43,7 +43,11 @@ struct HeldWatch
 {
 	dsa_pointer dp;
 	SharedHeld *sh;
+	uint64		stamp;			/* sh->stamp */
 };
+
+/* Records made by this backend so far: part of each one's stamp. */
+static uint32 held_made = 0;
 
 /* The shared record of a node the backend creates; NULL if memory ran out. */
 static HeldWatch *
@@ -62,10 +66,32 @@ held_new(const char *data)
 		return NULL;
 	}
 	hw->sh = dsa_get_address(zk_area, hw->dp);
+	/* Unique among live backends: a record reused by another's differs. */
+	hw->stamp = ((uint64) MyProcPid << 32) | ++held_made;
+	hw->sh->magic = SHARED_HELD_MAGIC;
+	hw->sh->stamp = hw->stamp;
 	hw->sh->refs = 2;			/* the backend's, and the worker's */
 	hw->sh->data_len = len;
 	memcpy(hw->sh->data, data, len + 1);
 	return hw;
+}
+
+/*
+ * hw's record (NULL for no HeldWatch).  PANIC if the record is not the one
+ * hw made: freed, and perhaps another backend's now.
+ */
+static SharedHeld *
+held_record(HeldWatch *hw)
+{
+	SharedHeld *sh;
+
+	if (hw == NULL)
+		return NULL;
+	sh = zk_held_get(hw->dp);
+	if (sh->stamp != hw->stamp)
+		elog(PANIC, "zklock: lock record " DSA_POINTER_FORMAT " used after it was freed and reused",
+			 hw->dp);
+	return sh;
 }
 
 /* One that never reached the worker. */
@@ -793,10 +819,12 @@ bridge_take_held(ZkRequest *req)
 void
 bridge_held_granted(HeldWatch *hw)
 {
-	if (hw == NULL)
+	SharedHeld *sh = held_record(hw);
+
+	if (sh == NULL)
 		return;
 	SpinLockAcquire(&zk_shared->mutex);
-	hw->sh->granted = true;
+	sh->granted = true;
 	SpinLockRelease(&zk_shared->mutex);
 }
 
@@ -808,12 +836,13 @@ bridge_held_granted(HeldWatch *hw)
 bool
 bridge_held_release_requested(HeldWatch *hw)
 {
+	SharedHeld *sh = held_record(hw);
 	bool		requested;
 
-	if (hw == NULL)
+	if (sh == NULL)
 		return false;
 	SpinLockAcquire(&zk_shared->mutex);
-	requested = hw->sh->release_requested;
+	requested = sh->release_requested;
 	SpinLockRelease(&zk_shared->mutex);
 	return requested;
 }
@@ -822,10 +851,12 @@ bridge_held_release_requested(HeldWatch *hw)
 void
 bridge_held_mark_interrupted(HeldWatch *hw)
 {
-	if (hw == NULL)
+	SharedHeld *sh = held_record(hw);
+
+	if (sh == NULL)
 		return;
 	SpinLockAcquire(&zk_shared->mutex);
-	hw->sh->interrupted = true;
+	sh->interrupted = true;
 	SpinLockRelease(&zk_shared->mutex);
 }
 
@@ -859,15 +890,17 @@ bridge_set_revocable(bool revocable)
 bool
 bridge_release_held(HeldWatch *hw, const char *path)
 {
+	SharedHeld *sh = held_record(hw);
+
 	SpinLockAcquire(&zk_shared->mutex);
-	hw->sh->released = true;
-	hw->sh->refs++;				/* the delete's, until its verdict */
+	sh->released = true;
+	sh->refs++;					/* the delete's, until its verdict */
 	SpinLockRelease(&zk_shared->mutex);
 	if (request_oneway(ZKREQ_DELETE, path, NULL, 0, hw->dp, true))
 		return true;
 	SpinLockAcquire(&zk_shared->mutex);
-	hw->sh->refs--;
-	hw->sh->release_verdict = RELEASE_UNPROVEN;
+	sh->refs--;
+	sh->release_verdict = RELEASE_UNPROVEN;
 	SpinLockRelease(&zk_shared->mutex);
 	return false;
 }
@@ -875,10 +908,11 @@ bridge_release_held(HeldWatch *hw, const char *path)
 ReleaseVerdict
 bridge_release_verdict(HeldWatch *hw)
 {
+	SharedHeld *sh = held_record(hw);
 	ReleaseVerdict verdict;
 
 	SpinLockAcquire(&zk_shared->mutex);
-	verdict = hw->sh->release_verdict;
+	verdict = sh->release_verdict;
 	SpinLockRelease(&zk_shared->mutex);
 	return verdict;
 }
@@ -920,6 +954,7 @@ bridge_unwatch_held(HeldWatch *hw)
 {
 	if (hw == NULL)
 		return;
+	held_record(hw);
 	zk_held_unref(hw->dp, true);
 	free(hw);
 }
@@ -928,12 +963,13 @@ bridge_unwatch_held(HeldWatch *hw)
 bool
 bridge_held_deleted(HeldWatch *hw)
 {
+	SharedHeld *sh = held_record(hw);
 	bool		deleted;
 
-	if (hw == NULL)
+	if (sh == NULL)
 		return false;
 	SpinLockAcquire(&zk_shared->mutex);
-	deleted = hw->sh->deleted;
+	deleted = sh->deleted;
 	SpinLockRelease(&zk_shared->mutex);
 	return deleted;
 }
@@ -942,12 +978,14 @@ bridge_held_deleted(HeldWatch *hw)
 void
 bridge_held_mark_deleted(HeldWatch *hw)
 {
-	if (hw == NULL)
+	SharedHeld *sh = held_record(hw);
+
+	if (sh == NULL)
 		return;
 	SpinLockAcquire(&zk_shared->mutex);
-	if (!hw->sh->released && !hw->sh->deleted)
+	if (!sh->released && !sh->deleted)
 	{
-		hw->sh->deleted = true;
+		sh->deleted = true;
 		my_slot->held_deletions++;
 	}
 	SpinLockRelease(&zk_shared->mutex);
