@@ -872,14 +872,16 @@ worker_watch_free(WorkerWatch *ww)
 static bool
 watch_wanted(WorkerWatch *ww)
 {
+	SharedHeld *sh;
 	bool		wanted;
 
 	if (ww->removing || ww->gone)
 		return false;
 	if (ww->kind != WATCH_HELD)
 		return true;
+	sh = zk_held_get(ww->held);
 	SpinLockAcquire(&zk_shared->mutex);
-	wanted = !((SharedHeld *) dsa_get_address(zk_area, ww->held))->released;
+	wanted = !sh->released;
 	SpinLockRelease(&zk_shared->mutex);
 	return wanted;
 }
@@ -888,7 +890,7 @@ watch_wanted(WorkerWatch *ww)
 static void
 held_gone(WorkerWatch *ww)
 {
-	SharedHeld *sh = dsa_get_address(zk_area, ww->held);
+	SharedHeld *sh = zk_held_get(ww->held);
 	Latch	   *latch = NULL;
 
 	SpinLockAcquire(&zk_shared->mutex);
@@ -937,7 +939,7 @@ with_request(SharedHeld *sh, TimestampTz since, int *len)
 static void
 release_requested(WorkerWatch *ww, int version)
 {
-	SharedHeld *sh = dsa_get_address(zk_area, ww->held);
+	SharedHeld *sh = zk_held_get(ww->held);
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz since = 0;
 	Latch	   *latch = NULL;
@@ -1439,7 +1441,7 @@ static void
 worker_set_verdict(dsa_pointer held, int slot, uint32 incarnation, bool proven,
 				   bool wake)
 {
-	SharedHeld *sh = dsa_get_address(zk_area, held);
+	SharedHeld *sh = zk_held_get(held);
 	Latch	   *latch;
 
 	SpinLockAcquire(&zk_shared->mutex);

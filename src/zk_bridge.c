@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/ilist.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
@@ -38,12 +39,24 @@ static uint32 my_incarnation;
 static WaitEventSet *wait_set = NULL;
 static bool detached = false;	/* exiting: the worker undoes the rest */
 
-/* The backend's own mapping of a SharedHeld. */
+/*
+ * The backend's own mapping of a SharedHeld, and its reference to it.  At
+ * exit the backend lets go of every one it still has (forsake_held): from
+ * then on the worker may free the record, and the HeldWatch (sh NULL) reads
+ * as a lock let go of, without a look at shared memory.
+ */
 struct HeldWatch
 {
+	dlist_node	live;			/* in live_held while sh is set */
 	dsa_pointer dp;
 	SharedHeld *sh;
+	uint64		stamp;			/* sh->stamp */
 };
+
+static dlist_head live_held = DLIST_STATIC_INIT(live_held);
+
+/* Records made by this backend so far: part of each one's stamp. */
+static uint32 held_made = 0;
 
 /* The shared record of a node the backend creates; NULL if memory ran out. */
 static HeldWatch *
@@ -62,10 +75,33 @@ held_new(const char *data)
 		return NULL;
 	}
 	hw->sh = dsa_get_address(zk_area, hw->dp);
+	/* Unique among live backends: a record reused by another's differs. */
+	hw->stamp = ((uint64) MyProcPid << 32) | ++held_made;
+	hw->sh->magic = SHARED_HELD_MAGIC;
+	hw->sh->stamp = hw->stamp;
 	hw->sh->refs = 2;			/* the backend's, and the worker's */
 	hw->sh->data_len = len;
 	memcpy(hw->sh->data, data, len + 1);
+	dlist_push_head(&live_held, &hw->live);
 	return hw;
+}
+
+/*
+ * hw's record, NULL once the backend let go of it.  PANIC if the record is
+ * not the one hw made: freed, and perhaps another backend's now.
+ */
+static SharedHeld *
+held_record(HeldWatch *hw)
+{
+	SharedHeld *sh;
+
+	if (hw == NULL || hw->sh == NULL)
+		return NULL;
+	sh = zk_held_get(hw->dp);
+	if (sh->stamp != hw->stamp)
+		elog(PANIC, "zklock: lock record " DSA_POINTER_FORMAT " used after it was freed and reused",
+			 hw->dp);
+	return sh;
 }
 
 /* One that never reached the worker. */
@@ -74,8 +110,31 @@ held_free(HeldWatch *hw)
 {
 	if (hw == NULL)
 		return;
+	dlist_delete(&hw->live);
 	zk_shared_free(hw->dp);
 	free(hw);
+}
+
+/*
+ * At exit, before the worker is told: drop the backend's reference to every
+ * record it still has (those of its session locks, of a create on its way,
+ * of a transaction's locks whose abort comes later in the exit), as the
+ * worker would for a backend gone without a word.  The worker frees them
+ * once it is done with the nodes.
+ */
+static void
+forsake_held(void)
+{
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &live_held)
+	{
+		HeldWatch  *hw = dlist_container(HeldWatch, live, it.cur);
+
+		dlist_delete(&hw->live);
+		zk_held_unref(hw->dp, true);
+		hw->sh = NULL;
+	}
 }
 
 /*
@@ -121,8 +180,6 @@ forsake_live_requests(void)
 		uint32		expected = REQ_QUEUED;
 
 		live_remove(req);
-		if (req->held != NULL)
-			zk_held_unref(req->held->dp, true);
 		/* Its shared part is not this backend's any more. */
 		req->done = true;
 		req->shared = InvalidDsaPointer;
@@ -158,10 +215,17 @@ bridge_now_ms(void)
 /* ---- the backend's slot ---- */
 
 /*
- * At exit, after the lock table let go of everything: the worker deletes
- * what this backend still owns (a create still on its way, a node whose
- * delete was not sent), and is waited for, briefly, so that the other
+ * At exit: the worker deletes every node this backend still owns (its locks,
+ * a create still on its way), and is waited for, briefly, so that the other
  * nodes see the locks free when the disconnect is done.
+ *
+ * This runs before PostgreSQL aborts a transaction left open
+ * (ShutdownPostgres was registered before zklock's first call, and exit
+ * callbacks run last first), or an earlier exit callback runs one of its
+ * own (the temporary tables' cleanup).  So the backend lets go of all it has
+ * in the shared area first, and zklock does nothing in it from then on
+ * (bridge_attached): the abort's releases would otherwise write into records
+ * that the worker freed meanwhile, and that another backend's lock may use.
  */
 static void
 bridge_detach(int code, Datum arg)
@@ -169,6 +233,7 @@ bridge_detach(int code, Datum arg)
 	int64_t		deadline = bridge_now_ms() + EXIT_CLEANUP_MS;
 
 	forsake_live_requests();
+	forsake_held();
 
 	SpinLockAcquire(&zk_shared->mutex);
 	my_slot->exiting = true;
@@ -249,11 +314,14 @@ bridge_attach(void)
 	before_shmem_exit(bridge_detach, (Datum) 0);
 }
 
-/* Whether this backend has used zklock (and so may hold locks). */
+/*
+ * Whether this backend has used zklock (and so may hold locks), and is not
+ * exiting: once detached, its nodes are the worker's to delete.
+ */
 bool
 bridge_attached(void)
 {
-	return my_slot != NULL;
+	return my_slot != NULL && !detached;
 }
 
 /* The generation of the open session, 0 if none. */
@@ -792,10 +860,12 @@ bridge_take_held(ZkRequest *req)
 void
 bridge_held_granted(HeldWatch *hw)
 {
-	if (hw == NULL)
+	SharedHeld *sh = held_record(hw);
+
+	if (sh == NULL)
 		return;
 	SpinLockAcquire(&zk_shared->mutex);
-	hw->sh->granted = true;
+	sh->granted = true;
 	SpinLockRelease(&zk_shared->mutex);
 }
 
@@ -807,12 +877,13 @@ bridge_held_granted(HeldWatch *hw)
 bool
 bridge_held_release_requested(HeldWatch *hw)
 {
+	SharedHeld *sh = held_record(hw);
 	bool		requested;
 
-	if (hw == NULL)
+	if (sh == NULL)
 		return false;
 	SpinLockAcquire(&zk_shared->mutex);
-	requested = hw->sh->release_requested;
+	requested = sh->release_requested;
 	SpinLockRelease(&zk_shared->mutex);
 	return requested;
 }
@@ -821,10 +892,12 @@ bridge_held_release_requested(HeldWatch *hw)
 void
 bridge_held_mark_interrupted(HeldWatch *hw)
 {
-	if (hw == NULL)
+	SharedHeld *sh = held_record(hw);
+
+	if (sh == NULL)
 		return;
 	SpinLockAcquire(&zk_shared->mutex);
-	hw->sh->interrupted = true;
+	sh->interrupted = true;
 	SpinLockRelease(&zk_shared->mutex);
 }
 
@@ -853,31 +926,40 @@ bridge_set_revocable(bool revocable)
  * Release the lock of a node: delete it, and learn from the server's answer
  * whether the lock was held until then (bridge_release_verdict).  The
  * backend keeps hw until it has read the verdict, then lets go of it with
- * bridge_unwatch_held.  False if the delete could not be asked for.
+ * bridge_unwatch_held.  False if the delete could not be asked for, or the
+ * backend let go of the node at exit (the worker deletes it).
  */
 bool
 bridge_release_held(HeldWatch *hw, const char *path)
 {
+	SharedHeld *sh = held_record(hw);
+
+	if (sh == NULL)
+		return false;
 	SpinLockAcquire(&zk_shared->mutex);
-	hw->sh->released = true;
-	hw->sh->refs++;				/* the delete's, until its verdict */
+	sh->released = true;
+	sh->refs++;					/* the delete's, until its verdict */
 	SpinLockRelease(&zk_shared->mutex);
 	if (request_oneway(ZKREQ_DELETE, path, NULL, 0, hw->dp, true))
 		return true;
 	SpinLockAcquire(&zk_shared->mutex);
-	hw->sh->refs--;
-	hw->sh->release_verdict = RELEASE_UNPROVEN;
+	sh->refs--;
+	sh->release_verdict = RELEASE_UNPROVEN;
 	SpinLockRelease(&zk_shared->mutex);
 	return false;
 }
 
+/* Unproven for a node let go of at exit: nobody waits for its delete. */
 ReleaseVerdict
 bridge_release_verdict(HeldWatch *hw)
 {
+	SharedHeld *sh = held_record(hw);
 	ReleaseVerdict verdict;
 
+	if (sh == NULL)
+		return RELEASE_UNPROVEN;
 	SpinLockAcquire(&zk_shared->mutex);
-	verdict = hw->sh->release_verdict;
+	verdict = sh->release_verdict;
 	SpinLockRelease(&zk_shared->mutex);
 	return verdict;
 }
@@ -919,7 +1001,11 @@ bridge_unwatch_held(HeldWatch *hw)
 {
 	if (hw == NULL)
 		return;
-	zk_held_unref(hw->dp, true);
+	if (held_record(hw) != NULL)
+	{
+		dlist_delete(&hw->live);
+		zk_held_unref(hw->dp, true);
+	}
 	free(hw);
 }
 
@@ -927,12 +1013,13 @@ bridge_unwatch_held(HeldWatch *hw)
 bool
 bridge_held_deleted(HeldWatch *hw)
 {
+	SharedHeld *sh = held_record(hw);
 	bool		deleted;
 
-	if (hw == NULL)
+	if (sh == NULL)
 		return false;
 	SpinLockAcquire(&zk_shared->mutex);
-	deleted = hw->sh->deleted;
+	deleted = sh->deleted;
 	SpinLockRelease(&zk_shared->mutex);
 	return deleted;
 }
@@ -941,12 +1028,14 @@ bridge_held_deleted(HeldWatch *hw)
 void
 bridge_held_mark_deleted(HeldWatch *hw)
 {
-	if (hw == NULL)
+	SharedHeld *sh = held_record(hw);
+
+	if (sh == NULL)
 		return;
 	SpinLockAcquire(&zk_shared->mutex);
-	if (!hw->sh->released && !hw->sh->deleted)
+	if (!sh->released && !sh->deleted)
 	{
-		hw->sh->deleted = true;
+		sh->deleted = true;
 		my_slot->held_deletions++;
 	}
 	SpinLockRelease(&zk_shared->mutex);

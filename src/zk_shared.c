@@ -29,6 +29,25 @@
  */
 #define ZK_AREA_MAX ((size_t) 512 * 1024 * 1024)
 
+/*
+ * Each record begins with a head that gives its size, so that zk_shared_free
+ * can poison all of it: a process that still uses a record after it was
+ * freed (a reference it should not have had) finds SHARED_HELD_MAGIC gone
+ * and stops there (zk_held_get), instead of writing into the free list or
+ * into the record of whoever takes the space next.  Debian has no server
+ * built with assertions, and neither ASan nor valgrind sees a write from
+ * another process into a DSA chunk, so this is on in every build.
+ */
+typedef struct RecordHead
+{
+	uint32		magic;			/* RECORD_LIVE while allocated */
+	uint32		size;			/* of what follows the head */
+} RecordHead;
+
+#define RECORD_HEAD MAXALIGN(sizeof(RecordHead))
+#define RECORD_LIVE 0x5A4B5245	/* "ZKRE" */
+#define RECORD_POISON 0x7F		/* as CLOBBER_FREED_MEMORY writes */
+
 ZkShared   *zk_shared = NULL;
 dsa_area   *zk_area = NULL;
 
@@ -133,6 +152,23 @@ zk_shared_attach(void)
 }
 
 /*
+ * The SharedHeld at dp, which the caller holds a reference to.  PANIC if it
+ * was freed: the shared memory is not what zklock's reference counts say,
+ * and writing on would corrupt the area's free list or another backend's
+ * lock (see RecordHead).
+ */
+SharedHeld *
+zk_held_get(dsa_pointer dp)
+{
+	SharedHeld *sh = dsa_get_address(zk_area, dp);
+
+	if (sh->magic != SHARED_HELD_MAGIC)
+		elog(PANIC, "zklock: lock record " DSA_POINTER_FORMAT " used after it was freed",
+			 dp);
+	return sh;
+}
+
+/*
  * Drop a reference to a SharedHeld; the last one frees it.  The backend's
  * own reference (backends: true) is dropped once, by the backend when it
  * lets go of the node, or by the worker for a backend that went without
@@ -141,7 +177,7 @@ zk_shared_attach(void)
 void
 zk_held_unref(dsa_pointer dp, bool backends)
 {
-	SharedHeld *sh = dsa_get_address(zk_area, dp);
+	SharedHeld *sh = zk_held_get(dp);
 	bool		last = false;
 
 	SpinLockAcquire(&zk_shared->mutex);
@@ -165,17 +201,30 @@ zk_held_unref(dsa_pointer dp, bool backends)
 dsa_pointer
 zk_shared_alloc(Size size, int flags)
 {
-	dsa_pointer dp = dsa_allocate_extended(zk_area, size, flags);
+	dsa_pointer dp = dsa_allocate_extended(zk_area, RECORD_HEAD + size, flags);
+	RecordHead *head;
 
-	if (DsaPointerIsValid(dp))
-		pg_atomic_fetch_add_u64(&zk_shared->live_records, 1);
-	return dp;
+	if (!DsaPointerIsValid(dp))
+		return dp;
+	head = dsa_get_address(zk_area, dp);
+	head->magic = RECORD_LIVE;
+	head->size = size;
+	pg_atomic_fetch_add_u64(&zk_shared->live_records, 1);
+	/* An allocation never spans segments: the offset stays in this one. */
+	return dp + RECORD_HEAD;
 }
 
+/* Poisoned before it goes back to the area; a second free fails loudly. */
 void
 zk_shared_free(dsa_pointer dp)
 {
-	dsa_free(zk_area, dp);
+	dsa_pointer start = dp - RECORD_HEAD;
+	RecordHead *head = dsa_get_address(zk_area, start);
+
+	if (head->magic != RECORD_LIVE)
+		elog(PANIC, "zklock: shared record " DSA_POINTER_FORMAT " freed twice", dp);
+	memset(head, RECORD_POISON, RECORD_HEAD + head->size);
+	dsa_free(zk_area, start);
 	pg_atomic_fetch_sub_u64(&zk_shared->live_records, 1);
 }
 

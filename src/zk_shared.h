@@ -66,6 +66,8 @@ typedef struct SharedRequest
  */
 typedef struct SharedHeld
 {
+	uint32		magic;			/* SHARED_HELD_MAGIC until freed */
+	uint64		stamp;			/* its backend's mark (zk_bridge.c) */
 	int			refs;			/* under ZkShared.mutex, like the flags */
 	bool		backend_let_go; /* the backend dropped its reference */
 	bool		released;
@@ -78,6 +80,9 @@ typedef struct SharedHeld
 	int			data_len;		/* data: immutable once queued */
 	char		data[FLEXIBLE_ARRAY_MEMBER];
 } SharedHeld;
+
+/* Checked by zk_held_get; zk_shared_free poisons it with the rest. */
+#define SHARED_HELD_MAGIC 0x5A4B4844	/* "ZKHD" */
 
 /* One per PGPROC: what the worker tells one backend. */
 typedef struct ZkSlot
@@ -164,6 +169,7 @@ extern void zk_shared_init(void);
 extern void zk_shared_attach(void);
 extern WaitEventSet *zk_latch_wait_set(int extra);
 extern void zk_wake(Latch *latch);
+extern SharedHeld *zk_held_get(dsa_pointer dp);
 extern void zk_held_unref(dsa_pointer dp, bool backends);
 extern dsa_pointer zk_shared_alloc(Size size, int flags);
 extern void zk_shared_free(dsa_pointer dp);
