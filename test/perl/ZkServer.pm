@@ -71,6 +71,8 @@ sub stop_process
 #
 # partitionable (3 servers): server 1 reaches the leader, server 3, through
 # a proxy that cut_link() blackholes: a follower cut off from its leader.
+# The proxy refuses connections while server 3 is down (tcpproxy.py
+# --refuse), as a closed port does.
 sub new
 {
 	my ($class, %opts) = @_;
@@ -165,7 +167,7 @@ sub start
 	if (!@which && $self->{partitionable})
 	{
 		$self->start(3, 2);
-		$self->{link_proxy} = [ $self->_spawn_proxy(
+		$self->{link_proxy} = [ $self->_spawn_proxy('--refuse',
 			"$self->{link_quorum_port}:$self->{quorum_port}{3}",
 			"$self->{link_election_port}:$self->{election_port}{3}") ];
 		return $self->start(1);
