@@ -64,7 +64,7 @@ cc -O2 -Wall -Wextra -Werror -DTHREADED -o "$work/zkbare" "$bench/zkbare.c" \
 # leaves them out.  Runs as the TAP suite does, with its own ensemble.
 if [ "${BENCH_GUARD:-1}" = 1 ]; then
 	if [ "${BENCH_QUICK:-}" = 1 ]; then guard=(3 4000); else guard=(30 "4000 8000"); fi
-	ZKLOCK_GUARD_ROUNDS=${guard[0]} ZKLOCK_GUARD_TIMEOUTS=${guard[1]} ZKLOCK_SUITES=TAP \
+	ZKLOCK_GUARD_ROUNDS=${guard[0]} ZKLOCK_GUARD_TIMEOUTS="${guard[1]}" ZKLOCK_SUITES=TAP \
 		ZKLOCK_TAP_TESTS=test/tap/062_guard_follower_worst_case.pl \
 		bash "$bench/../test/suites.sh" 15 127.0.0.1:1 2>&1 |
 		grep -E '^# T=|^(not )?ok |^Files=' || true

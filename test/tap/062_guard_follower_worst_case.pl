@@ -26,8 +26,8 @@
 # COMMIT that fails with 40001 is safe; in c, A must commit.
 #
 # ZKLOCK_GUARD_ROUNDS (default 3) rounds per shape; ZKLOCK_GUARD_TIMEOUTS
-# (default "4000") the session timeouts T to run, in ms, each with its own
-# ensemble (bench/run.sh: 30 rounds, "4000 8000").  Prints one line per
+# (default "4000 8000") the session timeouts T to run, in ms, each with its
+# own ensemble (bench/run.sh: 30 rounds).  Prints one line per
 # round; times are in seconds from the create's sending.
 
 use strict;
@@ -42,7 +42,10 @@ use Time::Local qw(timelocal);
 use ZklockTest;
 
 my $rounds = $ENV{ZKLOCK_GUARD_ROUNDS} // 3;
-my @timeouts = split ' ', ($ENV{ZKLOCK_GUARD_TIMEOUTS} // '4000');
+my @timeouts = split ' ', ($ENV{ZKLOCK_GUARD_TIMEOUTS} // '4000 8000');
+# The worker's idle send interval, per T, as last measured: a new session
+# need not idle through several sends again before its round.
+my %known_interval;
 # How long before the worker's next idle send is due the acquire is sent
 # (the backend, the worker and the relay take a few ms to pass it on).
 my $LEAD = 0.12;
@@ -267,8 +270,8 @@ SELECT wait_event FROM pg_stat_activity WHERE application_name = 'notify_holder'
 		  if time > $wait_until;
 		my $all = relay_lines($zk, 0);
 		my $sends = worker_sends($all);
-		$interval = idle_interval($sends);
-		if (!$interval)
+		$interval = idle_interval($sends) // $known_interval{$T};
+		if (!$interval || !@$sends)
 		{
 			sleep_for(0.05);
 			next;
@@ -313,6 +316,7 @@ SELECT wait_event FROM pg_stat_activity WHERE application_name = 'notify_holder'
 		sleep_until_mono($due);
 		last;
 	}
+	$known_interval{$T} = $interval;
 	$zk->relay_cmd('arm create -lock-') if $cut;
 	my $acq_mono = clock_gettime(CLOCK_MONOTONIC);
 	send_query($a, q{SELECT zk_lock_acquire('G')}, 'acquired');
