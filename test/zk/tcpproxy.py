@@ -155,9 +155,12 @@ async def deliver_late(conn):
 def reset(writer):
     """Close a connection with a reset (RST), not an orderly FIN."""
     sock = writer.get_extra_info("socket")
-    if sock is not None:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                        struct.pack("ii", 1, 0))
+    try:
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                            struct.pack("ii", 1, 0))
+    except OSError:
+        pass  # already closed
     writer.transport.abort()
 
 

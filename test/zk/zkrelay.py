@@ -94,10 +94,10 @@ def cut(reason):
 
 def heal():
     global cut_at
-    cut_at = None
+    log("relay - - heal")
     for conn in list(quorum_conns):
         conn.close()
-    log("relay - - heal")
+    cut_at = None
 
 
 class Frames:
@@ -306,7 +306,6 @@ async def quorum_link(reader, writer, target_port, listener, parse):
 
 
 async def control(reader, writer):
-    global trigger, fired
     while True:
         line = await reader.readline()
         if not line:
@@ -314,35 +313,44 @@ async def control(reader, writer):
         words = line.decode().split()
         if not words:
             continue
-        cmd, args = words[0], words[1:]
-        if cmd == "arm" and len(args) == 2 and args[0] in ("create", "xid"):
-            trigger = (args[0], int(args[1]) if args[0] == "xid" else args[1])
-            fired = asyncio.get_running_loop().create_future()
-            log("relay - - armed %s %s" % tuple(args))
-            reply = "ok armed"
-        elif cmd == "wait" and len(args) == 1:
-            if fired is None:
-                reply = "error nothing armed"
-            else:
-                try:
-                    at = await asyncio.wait_for(asyncio.shield(fired),
-                                                float(args[0]))
-                    reply = "cut %.6f" % at
-                except asyncio.TimeoutError:
-                    reply = "timeout"
-        elif cmd == "cut":
-            reply = "ok cut %.6f" % cut("by command")
-        elif cmd == "heal":
-            heal()
-            reply = "ok heal %.6f" % time.monotonic()
-        elif cmd == "mark":
-            log("relay - - mark " + " ".join(args))
-            reply = "ok %.6f" % time.monotonic()
-        else:
-            reply = "error unknown command"
+        try:
+            reply = await command(words[0], words[1:])
+        except Exception as e:  # answer, and stay at the test's command
+            reply = "error %s: %r" % (words[0], e)
         writer.write((reply + "\n").encode())
         await writer.drain()
     writer.close()
+
+
+async def command(cmd, args):
+    """Carry out one control command; returns its answer."""
+    global trigger, fired
+    if cmd == "arm" and len(args) == 2 and args[0] in ("create", "xid"):
+        trigger = (args[0], int(args[1]) if args[0] == "xid" else args[1])
+        fired = asyncio.get_running_loop().create_future()
+        log("relay - - armed %s %s" % tuple(args))
+        reply = "ok armed"
+    elif cmd == "wait" and len(args) == 1:
+        if fired is None:
+            reply = "error nothing armed"
+        else:
+            try:
+                at = await asyncio.wait_for(asyncio.shield(fired),
+                                            float(args[0]))
+                reply = "cut %.6f" % at
+            except asyncio.TimeoutError:
+                reply = "timeout"
+    elif cmd == "cut":
+        reply = "ok cut %.6f" % cut("by command")
+    elif cmd == "heal":
+        heal()
+        reply = "ok heal %.6f" % time.monotonic()
+    elif cmd == "mark":
+        log("relay - - mark " + " ".join(args))
+        reply = "ok %.6f" % time.monotonic()
+    else:
+        reply = "error unknown command"
+    return reply
 
 
 async def main(log_path, control_path, links):
