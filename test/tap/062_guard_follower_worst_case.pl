@@ -9,9 +9,10 @@
 # allows); node A talks only to follower 1, through test/zk/zkrelay.py,
 # which also carries follower 1's link to the leader (server 3); node B
 # talks to servers 2 and 3.  Each round builds this order of events: A's
-# worker sends (its idle ping, or whatever it sends last); just before its
-# next idle send would be due, A takes the lock in a transaction that wrote
-# a row; the relay cuts follower 1's quorum link the moment the create's
+# worker sends (a read of A's, timed just before a PING reply of the
+# follower whose time the leader's rounding of deadlines favours least; or
+# whatever the worker sends after it); just before the worker's next idle
+# send would be due, A takes the lock in a transaction that wrote a row; the relay cuts follower 1's quorum link the moment the create's
 # reply has passed to A, before the follower's next PING reply, so the last
 # touch the leader heard is the one before the create.  B queues for the
 # lock.  Then A commits:
@@ -251,18 +252,29 @@ SELECT wait_event FROM pg_stat_activity WHERE application_name = 'notify_holder'
 	$a->query_safe("BEGIN; INSERT INTO work VALUES ($round, '$shape')"
 		  . ($pause ? '; NOTIFY zkguard_a' : ''));
 
-	# The worker's idle send interval, then its last send before the
-	# create: the acquire is sent $LEAD before the next idle send is due.
-	# Of the worker's sends, the one taken is the one whose touch the
-	# leader times out soonest after it: the leader rounds its deadline up
-	# to a multiple of tickTime, and the follower's PING replies (every
-	# tickTime/2) and the worker's idle sends have their own phases, so the
-	# next three sends, predicted, are weighed against this one (the phases
-	# come round every few sends; after three sends passed up, the next is
-	# taken whatever it is).
+	# The worker's last send before the create is made at the worst moment
+	# for A: a read (zk_lock_holders, a touch at the follower) sent 0.1 s
+	# before a PING reply of the follower, of the two phases of those
+	# replies the one that the leader's rounding (heard + T up to a
+	# multiple of tickTime) extends least.  The leader pings every
+	# tickTime/2 and the follower answers at once.
 	my $from = relay_line_count($zk);
+	my @pings = map { $_->[0] }
+	  grep { $_->[1] eq 'quorum' && $_->[3] eq 'f>l' && $_->[4] =~ /^PING/ }
+	  @{ relay_lines($zk, 0) };
+	my $half = $tick / 2000;
+	my $ping = $pings[-1];
+	$ping += $half while $ping < clock_gettime(CLOCK_MONOTONIC) + 0.3;
+	$ping += $half
+	  if leader_deadline($ping + $half, $T, $tick) - $ping - $half
+	  < leader_deadline($ping, $T, $tick) - $ping;
+	sleep_until_mono($ping - 0.1);
+	$a->query_safe(q{SELECT count(*) FROM zk_lock_holders('zkguard_touch')});
+
+	# The worker's idle send interval, then its last send (the read, or
+	# whatever it sent after): the acquire is sent $LEAD before its next
+	# idle send is due.
 	my ($interval, $deadline);
-	my $passed_up = 0;
 	my $wait_until = time + 12 * $Ts;
 	while (1)
 	{
@@ -288,24 +300,7 @@ SELECT wait_event FROM pg_stat_activity WHERE application_name = 'notify_holder'
 		if ($left <= 0.06)
 		{
 			my $heard = heard_at($all, $sid, $send);
-			my @pings = map { $_->[0] }
-			  grep { $_->[1] eq 'quorum' && $_->[3] eq 'f>l' && $_->[4] =~ /^PING/ } @$all;
-			my @later;
-			for my $k (1 .. 3)
-			{
-				my $at = $send + $k * $interval;
-				my $ping = $pings[-1];
-				$ping += $tick / 2000 while $ping <= $at;
-				push @later, leader_deadline($ping, $T, $tick) - $at;
-			}
-			my $mine = defined $heard ? leader_deadline($heard, $T, $tick) - $send : undef;
-			if ($passed_up < 3 && (!defined $mine || grep { $_ < $mine - 0.02 } @later))
-			{
-				$passed_up++;
-				sleep_for($left + 0.02);
-				next;
-			}
-			$deadline = leader_deadline($heard // $send, $T, $tick);
+			$deadline = leader_deadline($heard, $T, $tick) if defined $heard;
 		}
 		# Look again at most every 50 ms, in case the worker sends first.
 		if ($left > 0.06)
@@ -424,7 +419,7 @@ SELECT extract(epoch FROM pg_xact_commit_timestamp(xmin)) FROM work WHERE round 
 		$last_touch ? $rel->($last_touch->[0] + $mono_to_epoch) : '-',
 		$reply ? $rel->($reply->[0] + $mono_to_epoch) : '-',
 		$cut_mono ? $rel->($cut_mono + $mono_to_epoch) : 'never',
-		$rel->($commit_sent + $mono_to_epoch), $rel->($deadline + $mono_to_epoch), $rel->($expiring),
+		$rel->($commit_sent + $mono_to_epoch), $rel->(defined $deadline ? $deadline + $mono_to_epoch : undef), $rel->($expiring),
 		$refused ? 'refused (40001)' : $commit_at ne '' ? 'committed' : 'rolled back',
 		$rel->($commit_at), $b_ok eq 't' ? $rel->($b_at) : 'not granted',
 		$commit_at ne '' && $b_ok eq 't' ? sprintf('%+.3f', $b_at - $commit_at) : '-',
