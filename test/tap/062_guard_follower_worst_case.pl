@@ -96,14 +96,22 @@ sub worker_sends
 		  grep { $_->[2] eq $conn && $_->[3] eq 'c>s' && $_->[4] =~ /^req / } @client ];
 }
 
-# The worker's idle send interval: the median gap between its sends, leaving
-# out the gaps within a burst (an acquisition's several requests): the gap
-# between its idle pings, or between whatever else it sends by itself.
+# The worker's idle send interval: the median gap between its idle pings,
+# or, if it pings no more, between whatever it sends by itself (leaving out
+# the gaps within a burst, such as an acquisition's several requests).
 sub idle_interval
 {
 	my ($sends) = @_;
-	my @gaps = grep { $_ > 0.2 }
-	  map { $sends->[$_][0] - $sends->[ $_ - 1 ][0] } 1 .. $#$sends;
+	my (@gaps, @ping_gaps);
+	for my $k (1 .. $#$sends)
+	{
+		my $gap = $sends->[$k][0] - $sends->[ $k - 1 ][0];
+		next unless $gap > 0.2;
+		push @gaps, $gap;
+		push @ping_gaps, $gap
+		  if $sends->[$k][1] =~ /xid=-2 / && $sends->[ $k - 1 ][1] =~ /xid=-2 /;
+	}
+	@gaps = @ping_gaps if @ping_gaps >= 2;
 	return undef unless @gaps >= 2;
 	@gaps = sort { $a <=> $b } @gaps;
 	return $gaps[ int(@gaps / 2) ];
