@@ -17,11 +17,16 @@ use File::Basename qw(dirname);
 use File::Path qw(make_path);
 use File::Temp ();
 use IO::Socket::INET;
+use IO::Socket::UNIX;
 use POSIX qw(:sys_wait_h);
 use Time::HiRes qw(sleep time);
 
 my $ZKTREE = dirname(__FILE__) . '/../zk/zktree.py';
 my $TCPPROXY = dirname(__FILE__) . '/../zk/tcpproxy.py';
+my $ZKRELAY = dirname(__FILE__) . '/../zk/zkrelay.py';
+# With a logger on the classpath a server logs at INFO (the leader's
+# "Expiring session"); without one, slf4j drops everything.
+my @LOG4J_JARS = map { "/usr/share/java/$_.jar" } qw(slf4j-log4j12 log4j-1.2);
 my %ports_taken;
 my @live_objects;
 
@@ -64,13 +69,25 @@ sub stop_process
 
 # new(servers => 1|3, tick_ms => 500, dir => ..., durable => 0, keep => 0,
 #     max_client_cnxns => 0 (no limit), partitionable => 0,
-#     default_containers => 0)
+#     default_containers => 0, relay => 0, min_session_ms => 1000,
+#     log4j => 0)
 #
 # Empty container nodes go within a second on a server that is not durable,
 # so that tests see them go; default_containers keeps ZooKeeper's minute.
 #
 # partitionable (3 servers): server 1 reaches the leader, server 3, through
 # a proxy that cut_link() blackholes: a follower cut off from its leader.
+# The proxy refuses connections while server 3 is down (tcpproxy.py
+# --refuse), as a closed port does.
+#
+# relay (implies partitionable): that proxy is test/zk/zkrelay.py, which
+# also offers a client link to server 1 (relay_hosts), logs both links'
+# frames with their times (relay_log) and takes commands (relay_cmd), such
+# as cutting the quorum link the moment a given client reply has passed.
+#
+# min_session_ms => 0 leaves ZooKeeper's default minimum (2 x tickTime);
+# log4j => 1 has each server log at INFO to its serverN.log (is_logging
+# says whether the jars are there).
 sub new
 {
 	my ($class, %opts) = @_;
@@ -82,10 +99,14 @@ sub new
 		max_client_cnxns => $opts{max_client_cnxns} // 0,
 		partitionable => $opts{partitionable} // 0,
 		default_containers => $opts{default_containers} // 0,
+		relay => $opts{relay} // 0,
+		min_session_ms => $opts{min_session_ms} // 1000,
+		log4j => $opts{log4j} // 0,
 		dir => $opts{dir}
 		  // File::Temp::tempdir('zklock_zk_XXXX', TMPDIR => 1, CLEANUP => 1),
 		pids => {},
 	}, $class;
+	$self->{partitionable} ||= $self->{relay};
 	croak "servers must be 1 or 3" unless $self->{servers} == 1 || $self->{servers} == 3;
 	croak "partitionable needs 3 servers" if $self->{partitionable} && $self->{servers} != 3;
 	make_path($self->{dir});
@@ -100,6 +121,7 @@ sub new
 		$self->{link_quorum_port} = free_port();
 		$self->{link_election_port} = free_port();
 	}
+	$self->{relay_client_port} = free_port() if $self->{relay};
 	$self->_write_configs;
 	push @live_objects, $self;
 	return $self;
@@ -136,9 +158,10 @@ clientPortAddress=127.0.0.1
 admin.enableServer=false
 4lw.commands.whitelist=*
 maxClientCnxns=$self->{max_client_cnxns}
-minSessionTimeout=1000
 maxSessionTimeout=60000
 EOF
+		print $fh "minSessionTimeout=$self->{min_session_ms}\n"
+		  if $self->{min_session_ms};
 		print $fh "forceSync=no\n" unless $self->{durable};
 		if ($self->{servers} > 1)
 		{
@@ -165,9 +188,16 @@ sub start
 	if (!@which && $self->{partitionable})
 	{
 		$self->start(3, 2);
-		$self->{link_proxy} = [ $self->_spawn_proxy(
-			"$self->{link_quorum_port}:$self->{quorum_port}{3}",
-			"$self->{link_election_port}:$self->{election_port}{3}") ];
+		$self->{link_proxy} = [ $self->{relay}
+			? $self->_spawn_proxy($ZKRELAY,
+				"--log=$self->{dir}/relay.log",
+				"--control=$self->{dir}/relay.sock",
+				"quorum:$self->{link_quorum_port}:$self->{quorum_port}{3}",
+				"plain:$self->{link_election_port}:$self->{election_port}{3}",
+				"client:$self->{relay_client_port}:$self->{client_port}{1}")
+			: $self->_spawn_proxy($TCPPROXY, '--refuse',
+				"$self->{link_quorum_port}:$self->{quorum_port}{3}",
+				"$self->{link_election_port}:$self->{election_port}{3}") ];
 		return $self->start(1);
 	}
 	@which = (1 .. $self->{servers}) unless @which;
@@ -189,9 +219,14 @@ sub start
 				  $self->{durable} || $self->{default_containers}
 				  ? ()
 				  : ('-Dznode.container.checkIntervalMs=1000');
-				exec 'java', '-Xmx256m', '-XX:+UseSerialGC', @container,
+				my @log = $self->is_logging
+				  ? ('-Dzookeeper.root.logger=INFO,CONSOLE') : ();
+				my $cp = join ':', '/etc/zookeeper/conf',
+				  '/usr/share/java/zookeeper.jar',
+				  $self->is_logging ? @LOG4J_JARS : ();
+				exec 'java', '-Xmx256m', '-XX:+UseSerialGC', @container, @log,
 				  "-Dzookeeper.log.dir=$self->{dir}",
-				  '-cp', '/etc/zookeeper/conf:/usr/share/java/zookeeper.jar',
+				  '-cp', $cp,
 				  'org.apache.zookeeper.server.quorum.QuorumPeerMain',
 				  "$self->{dir}/zoo$i.cfg";
 			}
@@ -422,11 +457,18 @@ sub stop
 	return;
 }
 
-# Run test/zk/tcpproxy.py with these arguments; returns its pid and the
-# handle it acknowledges signals on.
+# Whether the servers log at INFO (log4j asked for, and its jars there).
+sub is_logging
+{
+	my ($self) = @_;
+	return $self->{log4j} && !grep { !-r $_ } @LOG4J_JARS;
+}
+
+# Run a proxy (test/zk/tcpproxy.py or zkrelay.py) with these arguments;
+# returns its pid and the handle it acknowledges signals on.
 sub _spawn_proxy
 {
-	my ($self, @args) = @_;
+	my ($self, $script, @args) = @_;
 	pipe(my $ready_r, my $ready_w) or croak "pipe: $!";
 	my $pid = fork();
 	croak "fork: $!" unless defined $pid;
@@ -436,7 +478,7 @@ sub _spawn_proxy
 		open STDIN, '<', '/dev/null';
 		open STDOUT, '>&', $ready_w;
 		open STDERR, '>>', "$self->{dir}/proxy.log";
-		{ exec '/usr/bin/python3', $TCPPROXY, @args; }
+		{ exec '/usr/bin/python3', $script, @args; }
 		POSIX::_exit(127);
 	}
 	close $ready_w;
@@ -458,7 +500,7 @@ sub start_proxy
 		$self->{proxy_port}{$i} = free_port();
 		push @args, "$self->{proxy_port}{$i}:$self->{client_port}{$i}";
 	}
-	($self->{proxy_pid}, $self->{proxy_out}) = $self->_spawn_proxy(@args);
+	($self->{proxy_pid}, $self->{proxy_out}) = $self->_spawn_proxy($TCPPROXY, @args);
 	return $self->proxy_hosts;
 }
 
@@ -485,8 +527,36 @@ sub proxy_signal
 # Partition server 1 from its leader (partitionable), or heal the link:
 # the quorum link goes silent, stays open; healed, it is dropped and made
 # again.
-sub cut_link { $_[0]->_link_signal }
-sub heal_link { $_[0]->_link_signal }
+sub cut_link { $_[0]->{relay} ? $_[0]->relay_cmd('cut') : $_[0]->_link_signal }
+sub heal_link { $_[0]->{relay} ? $_[0]->relay_cmd('heal') : $_[0]->_link_signal }
+
+# The relay's client link to server 1, for zklock.hosts.
+sub relay_hosts
+{
+	my ($self) = @_;
+	croak 'no relay' unless $self->{relay};
+	return "127.0.0.1:$self->{relay_client_port}";
+}
+
+sub relay_log { "$_[0]->{dir}/relay.log" }
+
+# Send one command to the relay (see test/zk/zkrelay.py); returns its answer.
+sub relay_cmd
+{
+	my ($self, $cmd) = @_;
+	croak 'no relay' unless $self->{relay};
+	$self->{relay_sock} //= IO::Socket::UNIX->new(
+		Type => SOCK_STREAM(),
+		Peer => "$self->{dir}/relay.sock") or croak "relay control: $!";
+	my $sock = $self->{relay_sock};
+	print $sock "$cmd\n";
+	$sock->flush;
+	my $answer = <$sock>;
+	croak "relay gave no answer to $cmd" unless defined $answer;
+	chomp $answer;
+	croak "relay: $cmd: $answer" if $answer =~ /^error/;
+	return $answer;
+}
 
 sub _link_signal
 {
@@ -501,6 +571,7 @@ sub _link_signal
 sub stop_proxy
 {
 	my ($self) = @_;
+	close delete $self->{relay_sock} if $self->{relay_sock};
 	if (my $link = delete $self->{link_proxy})
 	{
 		close $link->[1];

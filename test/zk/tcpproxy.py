@@ -1,11 +1,16 @@
 #!/usr/bin/python3
 """A loopback TCP proxy that loses replies on demand, for fault tests.
 
-Usage: tcpproxy.py [--delay=MS] LISTEN_PORT:TARGET_PORT [...]
+Usage: tcpproxy.py [--delay=MS] [--refuse] LISTEN_PORT:TARGET_PORT [...]
 
 Forwards 127.0.0.1:LISTEN_PORT to 127.0.0.1:TARGET_PORT and prints "ready"
 once listening.  With --delay, every reply from the server reaches the
-client MS milliseconds late (in order).  Signals:
+client MS milliseconds late (in order).  With --refuse, a connection whose
+target is down is reset at once and the port stops listening for a moment,
+as a closed port refuses: for ZooKeeper's quorum and election ports, whose
+peers take a connection that is accepted and then closed for a live peer
+and wait initLimit x tickTime before they try another (a leader killed
+becomes an outage of that long).  Signals:
 
   SIGUSR1  drop every open connection at once;
   SIGUSR2  cut every open connection right after it has forwarded the
@@ -32,6 +37,9 @@ import sys
 
 connections = set()
 refusing = False
+refuse_when_down = False
+# How long a --refuse port stays closed after its target was found down.
+REFUSE_PAUSE_S = 0.2
 partitioned = False
 delay_s = 0.0
 # How long the server's side of a cut connection stays open (see drop).
@@ -97,11 +105,7 @@ class Connection:
         if self.closed:
             return
         self.closed = True
-        sock = self.client_writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                            struct.pack("ii", 1, 0))
-        self.client_writer.transport.abort()
+        reset(self.client_writer)
         if self.cut:
             asyncio.get_running_loop().call_later(CUT_SERVER_GRACE_S,
                                                   self.server_writer.close)
@@ -148,16 +152,75 @@ async def deliver_late(conn):
         conn.drop()
 
 
-async def handle(client_reader, client_writer, target_port):
-    if refusing:
-        client_writer.transport.abort()
-        return
+def reset(writer):
+    """Close a connection with a reset (RST), not an orderly FIN."""
+    sock = writer.get_extra_info("socket")
     try:
-        server_reader, server_writer = await asyncio.open_connection(
-            "127.0.0.1", target_port)
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                            struct.pack("ii", 1, 0))
     except OSError:
-        client_writer.transport.abort()
+        pass  # already closed
+    writer.transport.abort()
+
+
+async def connect_target(client_writer, target_port, listener):
+    """Open the connection to the target before anything is forwarded;
+    returns (reader, writer), or None once the client's side was reset
+    (and, with --refuse, the listener closed for REFUSE_PAUSE_S)."""
+    try:
+        return await asyncio.open_connection("127.0.0.1", target_port)
+    except OSError:
+        reset(client_writer)
+        if refuse_when_down and listener is not None:
+            listener.pause()
+        return None
+
+
+class Listener:
+    """A listening port that --refuse can close for a moment, so that
+    connections are refused by the kernel while the target is down."""
+
+    def __init__(self, port, handler):
+        self.port = port
+        self.handler = handler
+        self.server = None
+        self.paused = False
+
+    async def start(self):
+        self.server = await asyncio.start_server(
+            lambda r, w: self.handler(r, w, self), "127.0.0.1", self.port)
+
+    def pause(self):
+        if self.paused:
+            return
+        self.paused = True
+        self.server.close()
+        asyncio.get_running_loop().call_later(REFUSE_PAUSE_S, self._resume)
+
+    def _resume(self):
+        async def reopen():
+            try:
+                await self.start()
+            except OSError:
+                asyncio.get_running_loop().call_later(REFUSE_PAUSE_S, self._resume)
+                return
+            self.paused = False
+        asyncio.ensure_future(reopen())
+
+    def close(self):
+        if self.server is not None:
+            self.server.close()
+
+
+async def handle(client_reader, client_writer, target_port, listener=None):
+    if refusing:
+        reset(client_writer)
         return
+    target = await connect_target(client_writer, target_port, listener)
+    if target is None:
+        return
+    server_reader, server_writer = target
     conn = Connection(client_writer, server_writer)
     connections.add(conn)
     if delay_s > 0:
@@ -218,21 +281,28 @@ async def main(pairs):
                             acknowledged("TTIN", toggle_partition))
     stop = loop.create_future()
     loop.add_signal_handler(signal.SIGTERM, stop.set_result, None)
-    servers = []
+    listeners = []
     for listen_port, target_port in pairs:
-        servers.append(await asyncio.start_server(
-            lambda r, w, t=target_port: handle(r, w, t),
-            "127.0.0.1", listen_port))
+        listener = Listener(listen_port,
+                            lambda r, w, l, t=target_port: handle(r, w, t, l))
+        await listener.start()
+        listeners.append(listener)
     print("ready", flush=True)
     await stop
-    for server in servers:
-        server.close()
+    for listener in listeners:
+        listener.close()
     drop_all()
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    if args and args[0].startswith("--delay="):
-        delay_s = int(args.pop(0)[len("--delay="):]) / 1000.0
+    while args and args[0].startswith("--"):
+        opt = args.pop(0)
+        if opt.startswith("--delay="):
+            delay_s = int(opt[len("--delay="):]) / 1000.0
+        elif opt == "--refuse":
+            refuse_when_down = True
+        else:
+            sys.exit("tcpproxy.py: unknown option " + opt)
     asyncio.run(main([tuple(int(p) for p in arg.split(":"))
                       for arg in args]))
