@@ -184,6 +184,8 @@ sub run_timeout
 	$node_a->safe_psql('postgres',
 		'CREATE TABLE work (round int, shape text); CREATE TABLE held (i int)');
 	my $b = session($node_b, 'b');
+	# It lives through every round: its timeout counts per query.
+	$b->set_query_timer_restart;
 	my $a_server = $zk->relay_hosts;
 
 	my %unsafe = map { $_ => 0 } qw(a b c);
