@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """Checks the manual: every link of README.md and docs/*.md resolves (files,
 and anchors as GitHub makes them from headings), every function of the
-install scripts and every zklock.* setting is in docs/reference.md, the
-README's batch job is the one the regression tests run, and the README
+install scripts and every zklock.* setting is in docs/reference.md, with
+who may set it as src/guc.c says, every SQLSTATE the manual names is one
+that zklock or PostgreSQL raises for it, the README's error table has the
+reference's SQLSTATEs, the README's CI table says what test/run-all.sh runs,
+the README's batch job is the one the regression tests run, and the README
 stays short enough to read in one sitting (40 kB at most).
 
     python3 test/docs_check.py        (from anywhere; exits 1 on a problem)
@@ -14,6 +17,22 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent
 README_MAX = 40 * 1024
+
+# How docs/reference.md's settings table says who may set a setting of
+# each GUC context.
+CONTEXTS = {
+    'PGC_SIGHUP': 'configuration (reload)',
+    'PGC_SUSET': 'superuser',
+    'PGC_USERSET': 'anyone',
+    'PGC_POSTMASTER': 'postmaster',
+}
+
+# SQLSTATEs the manual may name that PostgreSQL raises, not zklock's code:
+# a SET of a PGC_SIGHUP setting, a cancel or statement_timeout and
+# lock_timeout during a wait (zklock's waits take interrupts), a shared
+# memory allocation beyond its limit, a COMMIT inside a block with an
+# exception handler.
+POSTGRES_RAISES = {'55P02', '57014', '55P03', '53200', '2D000'}
 
 
 def anchors(path):
@@ -45,6 +64,113 @@ def links(path):
             yield no, m.group(1)
 
 
+def table_rows(text, first_cell):
+    """The cells of each Markdown table row whose first cell matches."""
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip('|').split('|')]
+        if line.startswith('|') and re.fullmatch(first_cell, cells[0]):
+            yield cells
+
+
+def check_settings(reference):
+    """Who may set each setting, as the reference's table and its 55P02 row
+    say, against each setting's context in src/guc.c."""
+    problems = []
+    guc = (SRC / 'src' / 'guc.c').read_text()
+    contexts = dict(re.findall(r'DefineCustom\w+Variable\("(zklock\.\w+)",.*?(PGC_\w+)',
+                               guc, re.S))
+    said = {cells[0].strip('`'): cells[2]
+            for cells in table_rows(reference, r'`zklock\.\w+`')}
+    for name, context in sorted(contexts.items()):
+        if said.get(name) != CONTEXTS[context]:
+            problems.append('docs/reference.md: %s is set by "%s", src/guc.c says %s ("%s")'
+                            % (name, said.get(name), context, CONTEXTS[context]))
+    sighup = {n for n, c in contexts.items() if c == 'PGC_SIGHUP'}
+    for cells in table_rows(reference, r'`55P02`.*'):
+        named = set(re.findall(r'`(zklock\.\w+)`', cells[1]))
+        if named != sighup:
+            problems.append('docs/reference.md: the 55P02 row names %s; the settings '
+                            'a session cannot SET are %s'
+                            % (', '.join(sorted(named)), ', '.join(sorted(sighup))))
+    return problems
+
+
+def raised_sqlstates():
+    """The SQLSTATEs zklock's C code raises."""
+    errcodes = Path('/usr/include/postgresql/15/server/utils/errcodes.h').read_text()
+    code_of = {name: ''.join(chars.split("','")).strip("'")
+               for name, chars in re.findall(r'#define (ERRCODE_\w+) MAKE_SQLSTATE\(([^)]*)\)',
+                                             errcodes)}
+    raised = set()
+    for f in (SRC / 'src').glob('*.[ch]'):
+        text = f.read_text()
+        raised |= {code_of[n] for n in re.findall(r'\b(ERRCODE_\w+)', text) if n in code_of}
+        raised |= {''.join(chars.split("','")).strip("'")
+                   for chars in re.findall(r'MAKE_SQLSTATE\(([^)]*)\)', text)}
+    return raised
+
+
+def check_sqlstates(docs, reference):
+    """Every SQLSTATE the manual names is raised by zklock or, for what the
+    manual says it is, by PostgreSQL; the README's short error table lists
+    the reference's SQLSTATEs."""
+    problems = []
+    known = raised_sqlstates() | POSTGRES_RAISES
+    for doc in docs + [SRC / 'CHANGELOG.md']:
+        for no, line in enumerate(doc.read_text().splitlines(), 1):
+            for code in re.findall(r'`([0-9][0-9A-Z]{4})`', line):
+                if code not in known:
+                    problems.append('%s:%d: SQLSTATE %s is raised by nothing'
+                                    % (doc.relative_to(SRC), no, code))
+    long_table = {c[0].split()[0].strip('`') for c in table_rows(reference, r'`[0-9][0-9A-Z]{4}`.*')}
+    short_table = {c[0].strip('`') for c in table_rows((SRC / 'README.md').read_text(),
+                                                      r'`[0-9][0-9A-Z]{4}`')}
+    if long_table != short_table:
+        problems.append('README.md: its error table lists %s, the reference\'s %s'
+                        % (' '.join(sorted(short_table)), ' '.join(sorted(long_table))))
+    return problems
+
+
+def check_ci_table():
+    """The README's table of majors says what test/run-all.sh runs on each:
+    its suites, and which TAP scripts (all, all but a list, or a list)."""
+    problems = []
+    run_all = (SRC / 'test' / 'run-all.sh').read_text()
+    matrix = re.search(r'^matrix=\((.*?)^\)', run_all, re.S | re.M).group(1)
+    lists = {}
+    for kind in ('tap_subset', 'tap_skip'):
+        block = re.search(r'^declare -A %s=\((.*?)^\)' % kind, run_all, re.S | re.M).group(1)
+        lists[kind] = {m: sorted(re.findall(r'test/tap/(\d{3})_', files))
+                       for m, files in re.findall(r'\[(\d+)\]="([^"]*)"', block)}
+    readme = (SRC / 'README.md').read_text()
+    for entry in re.findall(r'"([^"]+)"', matrix):
+        major, _, *suites = entry.split()
+        rows = list(table_rows(readme, r'%s( \(.*\))?' % major))
+        if len(rows) != 1:
+            problems.append('README.md: the CI table has %d rows for PostgreSQL %s'
+                            % (len(rows), major))
+            continue
+        runs = rows[0][-1]
+        want = {'pg_regress': 'pg_regress', 'isolation': 'isolation', 'package': 'Debian package'}
+        for suite, words in want.items():
+            if (suite in suites) != (words in runs):
+                problems.append('README.md: the CI table says PostgreSQL %s runs "%s"; '
+                                'test/run-all.sh %s' % (major, runs, 'runs %s' % suite
+                                                        if suite in suites else 'does not run %s' % suite))
+        if 'TAP' not in suites:
+            tap = None
+        elif major in lists['tap_subset']:
+            tap = 'TAP tests %s' % ', '.join(lists['tap_subset'][major])
+        elif major in lists['tap_skip']:
+            tap = 'all TAP tests but %s' % ', '.join(lists['tap_skip'][major])
+        else:
+            tap = 'all TAP tests'
+        if tap is None and 'TAP' in runs or tap is not None and tap not in runs:
+            problems.append('README.md: the CI table says PostgreSQL %s runs "%s"; '
+                            'test/run-all.sh runs %s' % (major, runs, tap or 'no TAP test'))
+    return problems
+
+
 def main():
     problems = []
     docs = [SRC / 'README.md'] + sorted((SRC / 'docs').glob('*.md'))
@@ -72,6 +198,10 @@ def main():
     for s in settings:
         if '`%s`' % s not in reference:
             problems.append('docs/reference.md: setting %s is not described' % s)
+
+    problems += check_settings(reference)
+    problems += check_sqlstates(docs, reference)
+    problems += check_ci_table()
 
     # The README's batch job is the one sql/batch_job.sql runs.
     m = re.search(r'```sql\n(CREATE PROCEDURE nightly_billing\(\).*?END \$\$;)\n',
