@@ -1,5 +1,13 @@
 -- SQLSTATEs of bad input.
 SELECT sqlstate_of($$SELECT zk_lock_acquire(NULL)$$);
+-- The readers take NULL for every lock below zklock.root (the view
+-- zk_cluster_locks is zk_lock_holders(NULL)), not as bad input.
+SELECT zk_lock_acquire('null-reads-a') AND zk_lock_acquire_shared('null-reads-b') AS held;
+SELECT lock_name, mode, holding FROM zk_lock_queue(NULL)
+  WHERE lock_name LIKE 'null-reads-%' ORDER BY lock_name;
+SELECT lock_name, mode, pid = pg_backend_pid() AS mine FROM zk_lock_holders(NULL)
+  WHERE lock_name LIKE 'null-reads-%' ORDER BY lock_name;
+SELECT zk_lock_release('null-reads-a') AND zk_lock_release_shared('null-reads-b') AS released;
 SELECT sqlstate_of($$SELECT zk_lock_acquire('')$$);
 SELECT sqlstate_of($$SELECT zk_lock_acquire(repeat('y', 300))$$);
 SELECT sqlstate_of($$SELECT zk_lock_acquire('neg', -1)$$);

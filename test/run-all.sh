@@ -177,8 +177,8 @@ prepare_chroots()
 declare -A major_time=()
 run_start=$SECONDS
 
-# The manual, once: its links resolve, the reference has every function
-# and setting, and the README stays short.
+# The manual, once, against the code (test/docs_check.py says what it
+# checks).
 echo "== the manual"
 docs_status=ok
 docs_out=$(/usr/bin/python3 "$ZKLOCK_SRC/test/docs_check.py" 2>&1) || docs_status=FAILED

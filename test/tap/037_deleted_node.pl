@@ -2,7 +2,8 @@
 # A lock node deleted by somebody else (an operator's deleteall, a cleanup
 # script, a foreign recipe) is a lost lock, as an expired session is: the
 # holder watches every node it holds and learns it at once.  zk_locks says
-# lost, the next zklock call warns, the commit guard fails the transaction
+# lost until the next statement's transaction ends or the next zklock call,
+# which warns and forgets it, the commit guard fails the transaction
 # with 40001, zk_lock_release returns false with a WARNING.  A waiter whose
 # own node is deleted stops waiting at once.  And a transaction that ran
 # while a session lock was lost cannot be prepared either (PREPARE is
@@ -105,6 +106,19 @@ is($holder->query(q{SELECT zk_lock_try_acquire('other-lock')}), 't',
 like($holder->{stderr}, qr/WARNING:  55000: zklock lock "tree" was lost/, '... and warns about the lost one');
 $holder->{stderr} = '';
 $holder->query_safe(q{SELECT zk_lock_release_all()});
+
+# 3b. Any statement reports the loss when its transaction ends, not only a
+# zklock call: zk_locks shows the lock lost until then, and not after.
+$holder->query_safe(q{SELECT zk_lock_acquire('plain')});
+zk_delete(my_node($holder, 'plain'));
+ok(defined wait_state($holder, 'plain', 'lost'), 'a deleted lock shows lost before any statement ends');
+is($holder->query(q{SELECT 1}), '1', 'a plain SELECT runs');
+like($holder->{stderr}, qr/WARNING:  55000: zklock lock "plain" was lost/,
+	'... and warns about the lost lock as its transaction ends');
+$holder->{stderr} = '';
+is($holder->query_safe(q{SELECT count(*) FROM zk_locks WHERE name = 'plain'}), '0',
+	'... which is forgotten then: zk_locks no longer lists it');
+is($holder->{stderr}, '', '... and is reported once');
 
 # 4. PREPARE TRANSACTION of a transaction that acquired nothing but ran while
 # a session lock was lost fails like COMMIT; nothing leaks into the next one.
