@@ -12,6 +12,14 @@
 # 3. The replica's lock survived its promotion (the session worker's session
 #    is the server's, not its role's), and a job on the new primary takes
 #    the lock after the competitor.
+# 4. patronictl edit-config of zklock.session_timeout: every member closes
+#    its session at once; a job's COMMIT fails with 40001 (issue 42.18).
+# 5. patronictl reinit of a member holding a lock: the session file goes
+#    with the data directory, the lock is freed after the session timeout
+#    (issue 42.17).
+# 6. The primary's PostgreSQL stopped (SIGSTOP) past Patroni's session
+#    timeout: no failover; its lock is granted elsewhere after zklock's.
+# Patroni and its PostgreSQL are stopped by pid, also when the test dies.
 
 use strict;
 use warnings;
