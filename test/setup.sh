@@ -20,6 +20,7 @@ zklock_packages=(
 	libipc-run-perl
 	gdb
 	python3-kazoo
+	patroni
 	libcurator-recipes-java
 	openjdk-17-jdk-headless
 	pgbouncer
