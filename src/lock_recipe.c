@@ -54,8 +54,7 @@ typedef struct Acquisition
 {
 	int			timeout_ms;		/* -1: no limit; 0: never wait */
 	bool		waiting;		/* someone was seen ahead */
-	int64		deadline;		/* of the wait, once waiting, if timeout_ms > 0;
-								 * else 0 */
+	int64		deadline;		/* the wait's end, once waiting; 0: none */
 	bool		lock_timeout_armed;
 	int64		deadlock_at;	/* when to look for a deadlock; 0: never */
 } Acquisition;
@@ -91,7 +90,7 @@ typedef struct Attempt
 	DeadlockWait dl;			/* our wait, for deadlock detection */
 } Attempt;
 
-/* Milliseconds the attempt may still wait for others: -1 without limit, 0 when out. */
+/* Milliseconds left to wait for others: -1 without limit, 0 when out. */
 static long
 time_left(Attempt *a)
 {
