@@ -9,6 +9,9 @@ SELECT * FROM my_locks;
 SELECT sqlstate_of($$SELECT zk_lock_acquire('rw')$$);
 -- A try never waits: it is not granted, and nothing is left behind.
 SELECT zk_lock_try_acquire('rw') AS upgrade_tried, zk_lock_xact_try_acquire('rw') AS xact_upgrade_tried;
+-- timeout_ms 0 is a try; any other timeout waits, so it would wait for ourselves.
+SELECT zk_lock_acquire('rw', 0) AS upgrade_timeout_0;
+SELECT sqlstate_of($$SELECT zk_lock_acquire('rw', 100)$$) AS upgrade_timeout_100;
 SELECT * FROM my_locks;
 SELECT zk_lock_release_shared('rw'), zk_lock_release_shared('rw'), zk_lock_release_shared('rw');
 SELECT in_other_session($$SELECT zk_lock_release_shared('rw')::text$$) AS other_released;

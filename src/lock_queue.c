@@ -110,11 +110,7 @@ await_request(ZkRequest *req)
 {
 	if (!zk_session_await(req, req->sent_at + zklock_connect_timeout,
 						  ZK_READING_QUEUE))
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("ZooKeeper did not answer within %d ms while reading a lock queue",
-						zklock_connect_timeout),
-				 errhint("The session may be disconnected; see zk_session().")));
+		zk_session_no_answer(ZK_READING_QUEUE);
 }
 
 /*

@@ -44,12 +44,17 @@
 
 /*
  * One call's acquisition: one attempt, or two for a semaphore (its gate,
- * then its lease), which share the deadline and lock_timeout.
+ * then its lease), which share the wait for others: timeout_ms and
+ * lock_timeout count from when a listing first shows someone ahead, as
+ * Curator's acquire(time) and PostgreSQL's lock_timeout do, so a free lock
+ * is granted whatever timeout_ms.  The call's own round trips are bounded by
+ * zklock.connect_timeout instead (08006).
  */
 typedef struct Acquisition
 {
 	int			timeout_ms;		/* -1: no limit; 0: never wait */
-	int64		deadline;		/* bridge_now_ms() when timeout_ms > 0, else 0 */
+	bool		waiting;		/* someone was seen ahead */
+	int64		deadline;		/* the wait's end, once waiting; 0: none */
 	bool		lock_timeout_armed;
 	int64		deadlock_at;	/* when to look for a deadlock; 0: never */
 } Acquisition;
@@ -81,10 +86,11 @@ typedef struct Attempt
 	int			watch_type;		/* ZWATCHTYPE_DATA or _CHILD */
 	bool		create_unresolved;	/* a create lost its reply; node unknown */
 	bool		created_again;	/* ... and was not found, so it was redone */
+	bool		waiting;		/* saw someone ahead: the wait's time bounds it */
 	DeadlockWait dl;			/* our wait, for deadlock detection */
 } Attempt;
 
-/* Milliseconds the attempt may still wait: -1 without limit, 0 when out. */
+/* Milliseconds left to wait for others: -1 without limit, 0 when out. */
 static long
 time_left(Attempt *a)
 {
@@ -96,25 +102,57 @@ time_left(Attempt *a)
 	return left > 0 ? (long) left : 0;
 }
 
-/* Wait for a request's reply.  False when the attempt's deadline passed first. */
+/*
+ * The deadline of a round trip begun at start: zklock.connect_timeout later,
+ * or, once the attempt waits for others, the wait's deadline if that comes
+ * first (*by_wait).
+ */
+static int64
+round_trip_deadline(Attempt *a, int64 start, bool *by_wait)
+{
+	int64		deadline = start + zklock_connect_timeout;
+
+	*by_wait = a->waiting && a->acq->deadline != 0 &&
+		a->acq->deadline < deadline;
+	return *by_wait ? a->acq->deadline : deadline;
+}
+
+/* A round trip ran out: false if the wait's time did, else 08006. */
+static bool
+round_trip_out(bool by_wait)
+{
+	if (!by_wait)
+		zk_session_no_answer(ZK_ACQUIRING);
+	return false;
+}
+
+/* Wait for a request's reply.  False when the wait's deadline passed first. */
 static bool
 await_reply(Attempt *a, ZkRequest *req)
 {
-	return zk_session_await(req, a->acq->deadline, ZK_ACQUIRING);
+	bool		by_wait;
+
+	if (zk_session_await(req, round_trip_deadline(a, req->sent_at, &by_wait),
+						 ZK_ACQUIRING))
+		return true;
+	return round_trip_out(by_wait);
 }
 
 /* Wait until the session is connected again after a lost reply. */
 static bool
 await_reconnect(Attempt *a)
 {
+	bool		by_wait;
+	int64		deadline = round_trip_deadline(a, bridge_now_ms(), &by_wait);
+
 	while (zk_session_status() != ZK_SESSION_CONNECTED)
 	{
-		long		left = time_left(a);
+		int64		left = deadline - bridge_now_ms();
 
 		zk_session_check_alive(ZK_ACQUIRING);
-		if (left == 0)
-			return false;
-		zk_session_wait(left);
+		if (left <= 0)
+			return round_trip_out(by_wait);
+		zk_session_wait((long) left);
 	}
 	return true;
 }
@@ -190,7 +228,7 @@ typedef ZkRequest *(*RequestSender) (const char *path);
 
 /*
  * Send a request, and again after every lost reply, until the server gives a
- * real answer, left in *slot.  False if the attempt's deadline passed first.
+ * real answer, left in *slot.  False if the wait's deadline passed first.
  */
 static bool
 request_until_answered(Attempt *a, ZkRequest **slot, RequestSender send,
@@ -215,7 +253,7 @@ request_until_answered(Attempt *a, ZkRequest **slot, RequestSender send,
  * session is connected again, catch the server up with the leader (the new
  * server may lag behind the one that took the create) and look for a child
  * carrying our tag; adopt it if there is one.  Sets a->node and a->czxid
- * when found.  False if the deadline passed.
+ * when found.  False if the wait's deadline passed.
  */
 static bool
 find_lost_create(Attempt *a)
@@ -258,8 +296,8 @@ find_lost_create(Attempt *a)
 }
 
 /*
- * Get our node into the queue.  Returns false if the deadline passed; the
- * give-up path then cleans up whatever is in flight.
+ * Get our node into the queue.  False as await_reply; the give-up path then
+ * cleans up whatever is in flight.
  *
  * A parent gone since it was seen (containers go a while after their last
  * child; ZooKeeper's default is a minute) costs one failed create, then the
@@ -284,11 +322,15 @@ enqueue(Attempt *a)
 		if (rc == ZNONODE && whole_path)
 		{
 			ZkPathCreates *path_creates = a->path_creates;
+			bool		by_wait;
 
 			/* The path's own errors (a missing chroot, an ACL) raise here. */
 			a->path_creates = NULL;
-			if (!zk_path_creates_finish(path_creates, a->acq->deadline, NULL))
-				return false;
+			if (!zk_path_creates_finish(path_creates,
+										round_trip_deadline(a, bridge_now_ms(),
+															&by_wait),
+										NULL))
+				return round_trip_out(by_wait);
 		}
 		else
 			drop_path_creates(&a->path_creates);
@@ -318,15 +360,28 @@ enqueue(Attempt *a)
 	}
 }
 
-/* lock_timeout counts from the first wait of the whole acquisition. */
+/*
+ * Someone is ahead: timeout_ms and lock_timeout count from the first wait of
+ * the whole acquisition.
+ */
 static void
-arm_lock_timeout(Attempt *a)
+begin_wait(Attempt *a)
 {
-	if (!a->acq->lock_timeout_armed && LockTimeout > 0)
+	Acquisition *acq = a->acq;
+
+	if (!acq->waiting)
 	{
-		enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
-		a->acq->lock_timeout_armed = true;
+		acq->waiting = true;
+		if (acq->timeout_ms > 0)
+			acq->deadline = bridge_now_ms() + acq->timeout_ms;
+		if (LockTimeout > 0)
+		{
+			enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
+			acq->lock_timeout_armed = true;
+		}
 	}
+	a->waiting = true;
+	a->dl.deadline = acq->deadline;
 }
 
 /*
@@ -501,7 +556,7 @@ wait_for_turn(Attempt *a, const char *own, const char *pred, bool *held)
 	int			rc;
 
 	*held = false;
-	arm_lock_timeout(a);
+	begin_wait(a);
 	if (a->watched)
 		pfree(a->watched);
 	if (a->mode == LOCK_MODE_SEMAPHORE)
@@ -563,7 +618,6 @@ run_attempt(Attempt *a)
 	a->dl.node = a->node;
 	a->dl.czxid = a->czxid;
 	a->dl.mode = a->mode;
-	a->dl.deadline = a->acq->deadline;
 
 	for (;;)
 	{
@@ -729,8 +783,6 @@ lock_recipe_acquire(const LockRequest *req, HeldNode *held)
 	bool		granted;
 
 	acq.timeout_ms = req->timeout_ms;
-	if (req->timeout_ms > 0)
-		acq.deadline = bridge_now_ms() + req->timeout_ms;
 	if (req->timeout_ms != 0)
 		acq.deadlock_at = bridge_now_ms() + DeadlockTimeout;
 	PG_TRY();
@@ -861,19 +913,22 @@ settle_releases(bool report)
  *
  * Deletes: stops early when the session is not connected (they are retried
  * after reconnecting, or go with the session); bounded by connect_timeout.
- * Verdicts: waits while the session may still answer, at most its timeout.
+ * Verdicts: waits while the session may still answer, bounded by
+ * connect_timeout like every round trip of a call, and by the session
+ * timeout, after which a verdict could only be that the session is lost.  A
+ * verdict not read by then proves nothing: the release is reported as such,
+ * the safe side; the delete itself still goes out after a reconnect.
  * interruptible is false in transaction callbacks, where a wait must not
- * serve interrupts or raise anything; there the bound is also at most the
- * session timeout, which only a superuser sets, because the backend cannot
- * be cancelled while it waits there.
+ * serve interrupts or raise anything; there the deletes' bound is also at
+ * most the session timeout, which only a superuser sets, because the backend
+ * cannot be cancelled while it waits there.
  */
 int
 lock_recipe_await_releases(bool interruptible, bool report)
 {
-	int			limit_ms = interruptible ? zklock_connect_timeout :
-		Min(zklock_connect_timeout, zklock_session_timeout);
-	int			verdict_ms = !report ? 0 :
-		interruptible ? zklock_session_timeout : limit_ms;
+	int			bounded_ms = Min(zklock_connect_timeout, zklock_session_timeout);
+	int			limit_ms = interruptible ? zklock_connect_timeout : bounded_ms;
+	int			verdict_ms = report ? bounded_ms : 0;
 	int64		start = bridge_now_ms();
 
 	for (;;)

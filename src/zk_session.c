@@ -96,6 +96,25 @@ lost_message(ZkActivity doing)
 }
 
 /*
+ * The one bound on a zklock call's own round trips (docs/reference.md): a
+ * request that ZooKeeper did not answer within zklock.connect_timeout of its
+ * sending, or a lost connection that did not come back within it.
+ */
+void
+zk_session_no_answer(ZkActivity doing)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 doing == ZK_READING_QUEUE ?
+			 errmsg("ZooKeeper did not answer within %d ms while reading a lock queue",
+					zklock_connect_timeout) :
+			 errmsg("ZooKeeper did not answer within %d ms while acquiring a lock",
+					zklock_connect_timeout),
+			 errdetail("zklock.connect_timeout bounds every round trip of a call."),
+			 errhint("The session may be disconnected; see zk_session().")));
+}
+
+/*
  * ERROR unless the session can still carry requests.  Used inside waits, so
  * that a session lost under a waiter ends the wait instead of hanging it.
  */

@@ -1,6 +1,7 @@
 
 # Fault injection 4b: a create whose reply is lost, by an acquisition that
-# then gives up before it can reconnect.  The node may exist, owned by the
+# then gives up before it can reconnect (after zklock.connect_timeout, which
+# bounds the call's own round trips, with 08006).  The node may exist, owned by the
 # backend's still-live session; nobody waits for it any more, so it must be
 # found by its tag and deleted once the session is connected again, or it
 # would block the lock until the backend disconnects.
@@ -18,6 +19,7 @@ my $zk = start_zk();
 my $proxied = $zk->start_proxy;
 my $node_a = zk_node('node_a', $zk,
 	'zklock.hosts' => $proxied,
+	'zklock.connect_timeout' => 1500,
 	'zklock.session_timeout' => 10000);
 my $node_b = zk_node('node_b', $zk);
 
@@ -34,8 +36,10 @@ $zk->proxy_signal('HUP');     # no reconnecting for now
 # Lose the reply to the next create (the next request may be the session
 # worker's ping, which would leave the create unsent).
 $zk->proxy_signal('WINCH');
-is($s->query_safe(q{SELECT zk_lock_acquire('gave_up', 1500)}), 'f',
-	'the acquisition gives up while it cannot reconnect');
+$s->query(q{SELECT zk_lock_acquire('gave_up', 60000)});
+like($s->{stderr}, qr/ERROR:  ZooKeeper did not answer within 1500 ms while acquiring a lock/,
+	'the acquisition gives up while it cannot reconnect, after connect_timeout');
+$s->{stderr} = '';
 my $queue = queue_nodes($zk, 'gave_up');
 is(scalar @$queue, 2, 'the create happened: its node sits behind the holder');
 

@@ -5,7 +5,8 @@
 # server may still carry the create out when it resumes.  Like a lost reply,
 # that must be resolved after the reconnect (the node adopted, or created
 # again), never raised as an error that leaves the node behind to block the
-# lock for as long as the backend lives.
+# lock for as long as the backend lives.  zklock.connect_timeout, which
+# bounds the acquisition's own round trips, is set above the freeze.
 
 use strict;
 use warnings;
@@ -20,7 +21,8 @@ my $session_timeout_ms = 9000;
 my $freeze_s = 7.5;
 my $zk = start_zk();
 my ($node_a, $node_b) =
-  map { zk_node($_, $zk, 'zklock.session_timeout' => $session_timeout_ms) }
+  map { zk_node($_, $zk, 'zklock.session_timeout' => $session_timeout_ms,
+	  'zklock.connect_timeout' => 15000) }
   qw(node_a node_b);
 
 my $holder = session($node_b, 'holder');
