@@ -29,7 +29,7 @@ char	   *zklock_auth = NULL;
 char	   *zklock_absolute_paths = NULL;
 int			zklock_on_lost_lock = ON_LOST_LOCK_ERROR;
 int			zklock_exclusive_naming = EXCLUSIVE_NAMING_MUTEX;
-int			zklock_log_level = ZOO_LOG_LEVEL_WARN;
+int			zklock_log_level = ZOO_LOG_LEVEL_ERROR;
 bool		zklock_revocable = false;
 char	   *zklock_fence_token = NULL;
 int			zklock_max_tracked_locks = 1000;
@@ -293,7 +293,7 @@ zklock_define_gucs(void)
 							 "Least severe ZooKeeper client message written to the server log.",
 							 "The session worker logs the client's messages at LOG level.",
 							 &zklock_log_level,
-							 ZOO_LOG_LEVEL_WARN,
+							 ZOO_LOG_LEVEL_ERROR,
 							 log_level_options,
 							 PGC_SIGHUP,
 							 0,
