@@ -204,7 +204,12 @@ session_watcher(zhandle_t *handle, int type, int state, const char *path,
 			log_session_established(id->client_id, server, zoo_recv_timeout(worker_zh));
 		}
 		else
+		{
+			ereport(LOG,
+					(errmsg("zklock: ZooKeeper session 0x%llx reconnected to %s",
+							(unsigned long long) id->client_id, server ? server : "?")));
 			stats_count_reconnect();
+		}
 
 		SpinLockAcquire(&zk_shared->mutex);
 		zk_shared->session.session_id = id->client_id;
@@ -216,7 +221,20 @@ session_watcher(zhandle_t *handle, int type, int state, const char *path,
 		proof_connection(connect_sent_after, zoo_recv_timeout(worker_zh));
 	}
 	else
+	{
+		ZkSessionSnapshot s;
+
+		SpinLockAcquire(&zk_shared->mutex);
+		s = zk_shared->session;
+		SpinLockRelease(&zk_shared->mutex);
+		if (state == ZOO_CONNECTING_STATE && s.zk_state == ZOO_CONNECTED_STATE)
+			ereport(LOG,
+					(errmsg("zklock: ZooKeeper session 0x%llx lost its connection to %s; reconnecting",
+							(unsigned long long) s.session_id, s.server),
+					 errdetail("Its locks are uncertain until it reconnects; ZooKeeper expires it after %d ms without a connection.",
+							   s.timeout_ms)));
 		proof_connection(0, 0);
+	}
 	publish_state(state);
 	worker_wake_all();
 }
@@ -227,10 +245,11 @@ session_watcher(zhandle_t *handle, int type, int state, const char *path,
  * same place in the client is written at most once per LOG_REPEAT_MS, with
  * a count of those left out.  Connections a server closed before setting up
  * a session (beyond its maxClientCnxns, or without a quorum) are counted for
- * the backends' error message.  The client reports a session's expiry as a
- * socket error ("errno=116(Stale file handle)", whatever errno was left
- * over): zklock says it in its own line (log_session_lost, or the reaper's
- * "had expired already"), so that one goes to DEBUG1 only.
+ * the backends' error message.  Lines less severe than zklock.log_level go
+ * to DEBUG1: by default all of them, as zklock writes a line of its own for
+ * each event of the session (the client's say a session's expiry as a
+ * socket error with whatever errno was left over, "Stale file handle", and
+ * a close after the postmaster's death as a "System error").
  */
 #define LOG_REPEAT_MS 60000
 #define LOG_PLACES 16
@@ -243,6 +262,18 @@ typedef struct LogPlace
 } LogPlace;
 
 static LogPlace log_places[LOG_PLACES];
+
+/* The level of a client line, from its "ZOO_WARN@..." part. */
+static int
+client_level(const char *zoo)
+{
+	static const char *const names[] = {"ZOO_ERROR@", "ZOO_WARN@", "ZOO_INFO@", "ZOO_DEBUG@"};
+
+	for (int i = 0; i < (int) lengthof(names); i++)
+		if (strncmp(zoo, names[i], strlen(names[i])) == 0)
+			return ZOO_LOG_LEVEL_ERROR + i;
+	return ZOO_LOG_LEVEL_DEBUG;
+}
 
 static void
 log_line(const char *message)
@@ -296,7 +327,7 @@ log_line(const char *message)
 	len = strlen(text);
 	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
 		text[--len] = '\0';
-	if (strstr(text, " has expired.") != NULL)
+	if (zoo == NULL || client_level(zoo) > zklock_log_level)
 		ereport(DEBUG1, (errmsg_internal("zklock: %s", text)));
 	else if (place != NULL && place->left_out > 0)
 		ereport(LOG,
@@ -373,7 +404,7 @@ open_session(void)
 		open_failed(ZK_OPEN_BAD_AUTH);
 		return;
 	}
-	zoo_set_debug_level((ZooLogLevel) zklock_log_level);
+	zoo_set_debug_level((ZooLogLevel) Max(zklock_log_level, ZOO_LOG_LEVEL_ERROR));
 	errno = 0;
 	connect_sent_after = bridge_now_ms();
 	worker_zh = zookeeper_init2(session_hosts, session_watcher, session_timeout_asked,
@@ -837,7 +868,7 @@ end_previous_session(void)
 	ereport(LOG,
 			(errmsg("zklock: ending ZooKeeper session 0x%llx, left by this server's previous session worker",
 					(unsigned long long) old.client_id)));
-	zoo_set_debug_level((ZooLogLevel) zklock_log_level);
+	zoo_set_debug_level((ZooLogLevel) Max(zklock_log_level, ZOO_LOG_LEVEL_ERROR));
 	rz = zookeeper_init2(zklock_hosts, reap_watcher, zklock_session_timeout,
 						 &old, NULL, 0, log_line);
 	if (rz == NULL)
