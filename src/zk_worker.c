@@ -31,10 +31,12 @@
  * with the postmaster, ends the session the last postmaster's worker left
  * (an immediate shutdown, a crash of the postmaster) before recovery
  * begins, and exits for good.  After a crash restart the postmaster starts
- * no background worker before the startup process has ended (15 to 19), so
- * a reaper would come no earlier than the session worker, which ends the
- * session first thing.  Whichever comes first ends it; the other waits for
- * that (previous_session in ZkShared).
+ * no background worker until crash recovery is over (maybe_start_bgworkers
+ * returns while FatalError is set), so on a primary a reaper would come no
+ * earlier than the session worker, which ends the session first thing; a
+ * hot standby's worker does so once the standby is consistent.  Whichever
+ * comes first ends it; the other waits for that (previous_session in
+ * ZkShared).
  *
  * This file runs the loop and the session; worker_requests.c carries out the
  * requests, keeps the watches and what each backend owns (worker_int.h is
