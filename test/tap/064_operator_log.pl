@@ -88,6 +88,15 @@ sub crash_round
 	return ($elapsed, slurp_file($node_a->logfile, $offset));
 }
 
+# Whether process $pid is gone: none, or one that exited (a zombie).
+sub gone
+{
+	my ($pid) = @_;
+	return 1 unless kill 0, $pid;
+	my $stat = eval { slurp_file("/proc/$pid/stat") } // '';
+	return $stat =~ /\) [ZX] /;
+}
+
 # Item 7's figures: each event's time after the first, from the log.
 sub note_figures
 {
@@ -134,10 +143,13 @@ note_figures('immediate shutdown, start at once', $elapsed, $log, qr/LOG:  start
 	my @children = ($pm, split /\n/, `pgrep -P $pm`);
 	kill 'KILL', $pm;
 	my $t0 = time;
-	while (time - $t0 < 30 && grep { kill 0, $_ } @children)
+	while (time - $t0 < 30 && grep { !gone($_) } @children)
 	{
 		sleep_for(0.1);
 	}
+	# A dead postmaster that nobody reaped still answers kill 0, to the
+	# next postmaster's check of postmaster.pid too.
+	unlink $node_a->data_dir . '/postmaster.pid' if gone($pm);
 	$node_a->_update_pid(-1);
 	$node_a->start;
 });
