@@ -57,10 +57,12 @@ sub log_time
 
 # A holder on node_a with some WAL written since the last checkpoint (for
 # the redo to take a while), a waiter on node_b; $crash($holder_pid) takes
-# node_a down.  Returns node_a's log from before the crash.
+# node_a down and returns the time to count the grant from, $after (if any)
+# runs once the waiter was granted.  Returns the seconds to the grant and
+# node_a's log from before the crash.
 sub crash_round
 {
-	my ($label, $crash) = @_;
+	my ($label, $crash, $after) = @_;
 	my $holder = $node_a->background_psql('postgres', on_error_stop => 0);
 	$holder->query_safe(q{SELECT zk_lock_acquire('crash')});
 	my $holder_pid = $holder->query_safe('SELECT pg_backend_pid()');
@@ -72,8 +74,7 @@ sub crash_round
 	ok(wait_for_wait_event($node_b, "waiter_$label"), "$label: waiter queued behind the holder");
 
 	my $offset = -s $node_a->logfile;
-	my $t0 = time;
-	$crash->($holder_pid);
+	my $t0 = $crash->($holder_pid);
 	my $out = $waiter->query_until(qr/granted/, '');
 	my $elapsed = elapsed_since($t0);
 	like($out, qr/granted\|t/, "$label: the waiter got the lock");
@@ -83,6 +84,7 @@ sub crash_round
 	$waiter->query_safe(q{SELECT zk_lock_release('crash')});
 	$waiter->quit;
 	eval { $holder->quit };
+	$after->() if $after;
 	ok($node_a->poll_query_until('postgres', 'SELECT true'), "$label: node_a is back");
 	ok(defined wait_worker_session($node_a), "$label: its session worker is connected");
 	return ($elapsed, slurp_file($node_a->logfile, $offset));
@@ -119,16 +121,20 @@ sub note_figures
 
 for my $round (1, 2)
 {
-	my ($elapsed, $log) = crash_round("kill -9 of a backend, $round", sub { kill 'KILL', $_[0] });
+	my ($elapsed, $log) = crash_round("kill -9 of a backend, $round",
+		sub { my $t0 = time; kill 'KILL', $_[0]; return $t0; });
 	like($log, qr/LOG:  zklock: closed ZooKeeper session 0x[0-9a-f]+; the locks it held are free/,
 		"kill -9 $round: the session the crash left was closed");
 	unlike($log, $reaper_exit, "kill -9 $round: no \"exited with exit code\" line of the reaper");
 	note_figures("kill -9 of a backend, $round", $elapsed, $log, qr/was terminated by signal 9/);
 }
 
+# Counted from the start, which returns once recovery is done.
 my ($elapsed, $log) = crash_round('immediate shutdown and start', sub {
 	$node_a->stop('immediate');
+	my $t0 = time;
 	$node_a->start;
+	return $t0;
 });
 like($log, qr/LOG:  zklock: closed ZooKeeper session 0x[0-9a-f]+; the locks it held are free/,
 	'immediate shutdown: the session it left was closed');
@@ -138,10 +144,15 @@ note_figures('immediate shutdown, start at once', $elapsed, $log, qr/LOG:  start
 # kill -9 of the postmaster: its session worker sees it gone and closes the
 # session (the client said "System error (-1)" while it waited for the
 # reply), and the next postmaster starts.
+my @children;
 ($elapsed, $log) = crash_round('kill -9 of the postmaster', sub {
 	my $pm = $node_a->{_pid};
-	my @children = ($pm, split /\n/, `pgrep -P $pm`);
+	@children = ($pm, split /\n/, `pgrep -P $pm`);
+	my $t0 = time;
 	kill 'KILL', $pm;
+	return $t0;
+}, sub {
+	my $pm = $children[0];
 	my $t0 = time;
 	while (time - $t0 < 30 && grep { !gone($_) } @children)
 	{
