@@ -159,8 +159,9 @@ my @children;
 		sleep_for(0.1);
 	}
 	# A dead postmaster that nobody reaped still answers kill 0, to the
-	# next postmaster's check of postmaster.pid too.
-	unlink $node_a->data_dir . '/postmaster.pid' if gone($pm);
+	# next postmaster's checks of its lock files too.
+	unlink $node_a->data_dir . '/postmaster.pid', $node_a->host . '/.s.PGSQL.' . $node_a->port . '.lock'
+	  if gone($pm);
 	$node_a->_update_pid(-1);
 	$node_a->start;
 });
