@@ -29,7 +29,7 @@ char	   *zklock_auth = NULL;
 char	   *zklock_absolute_paths = NULL;
 int			zklock_on_lost_lock = ON_LOST_LOCK_ERROR;
 int			zklock_exclusive_naming = EXCLUSIVE_NAMING_MUTEX;
-int			zklock_log_level = ZOO_LOG_LEVEL_WARN;
+int			zklock_log_level = ZKLOCK_LOG_OFF;
 bool		zklock_revocable = false;
 char	   *zklock_fence_token = NULL;
 int			zklock_max_tracked_locks = 1000;
@@ -40,8 +40,13 @@ static const struct config_enum_entry on_lost_lock_options[] = {
 	{NULL, 0, false}
 };
 
-/* The ZooKeeper client's own levels (it has no "off"). */
+/*
+ * The ZooKeeper client's own levels, and "off" (ZKLOCK_LOG_OFF): zklock
+ * writes its own line for each event of the session, and the client's lines
+ * go to DEBUG1 only.
+ */
 static const struct config_enum_entry log_level_options[] = {
+	{"off", ZKLOCK_LOG_OFF, false},
 	{"error", ZOO_LOG_LEVEL_ERROR, false},
 	{"warn", ZOO_LOG_LEVEL_WARN, false},
 	{"warning", ZOO_LOG_LEVEL_WARN, true},
@@ -50,11 +55,14 @@ static const struct config_enum_entry log_level_options[] = {
 	{NULL, 0, false}
 };
 
-/* The level is the client library's, for all handles of the process. */
+/*
+ * The level is the client library's, for all handles of the process; it
+ * says ERRORs always, which the session worker reads (zk_worker.c).
+ */
 static void
 assign_log_level(int newval, void *extra)
 {
-	zoo_set_debug_level((ZooLogLevel) newval);
+	zoo_set_debug_level((ZooLogLevel) Max(newval, ZOO_LOG_LEVEL_ERROR));
 }
 
 static const struct config_enum_entry exclusive_naming_options[] = {
@@ -291,9 +299,9 @@ zklock_define_gucs(void)
 
 	DefineCustomEnumVariable("zklock.log_level",
 							 "Least severe ZooKeeper client message written to the server log.",
-							 "The session worker logs the client's messages at LOG level.",
+							 "The session worker logs the client's messages at LOG level, the others at DEBUG1.",
 							 &zklock_log_level,
-							 ZOO_LOG_LEVEL_WARN,
+							 ZKLOCK_LOG_OFF,
 							 log_level_options,
 							 PGC_SIGHUP,
 							 0,

@@ -13,6 +13,8 @@ extern char *zklock_auth;
 extern char *zklock_absolute_paths;
 extern int	zklock_on_lost_lock;
 extern int	zklock_exclusive_naming;
+/* zklock.log_level: below the client's ZOO_LOG_LEVEL_ERROR. */
+#define ZKLOCK_LOG_OFF 0
 extern int	zklock_log_level;
 extern bool zklock_revocable;
 extern char *zklock_fence_token;

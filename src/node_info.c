@@ -387,17 +387,23 @@ node_info_parse(const char *data, int len, NodeInfo *info)
 
 /*
  * How a backend is named in messages and in blocked_by: "<node>/<pid>",
- * the node being cluster_name, or host:port without one.  NULL if the
- * document names no backend.
+ * the node being cluster_name@host:port, or either part alone where the
+ * document has only that.  Both, because the members of one cluster (a
+ * Patroni cluster) share their cluster_name, and several servers may share
+ * a host.  NULL if the document names no backend.
  */
 char *
 node_info_owner(const NodeInfo *info)
 {
-	if (!info->has_pid)
+	bool		named = info->cluster_name != NULL && info->cluster_name[0] != '\0';
+	bool		placed = info->host != NULL && info->has_port;
+
+	if (!info->has_pid || (!named && !placed))
 		return NULL;
-	if (info->cluster_name != NULL && info->cluster_name[0] != '\0')
+	if (named && placed)
+		return psprintf("%s@%s:%d/%d", info->cluster_name, info->host,
+						info->port, info->pid);
+	if (named)
 		return psprintf("%s/%d", info->cluster_name, info->pid);
-	if (info->host != NULL && info->has_port)
-		return psprintf("%s:%d/%d", info->host, info->port, info->pid);
-	return NULL;
+	return psprintf("%s:%d/%d", info->host, info->port, info->pid);
 }

@@ -1184,6 +1184,29 @@ bridge_worker_running(void)
 	return running;
 }
 
+/*
+ * Whether the session of this generation was closed by the worker because
+ * zklock.hosts, zklock.session_timeout or zklock.auth changed (only the
+ * last such close is known).
+ */
+bool
+bridge_closed_for_settings(uint64 generation)
+{
+	bool		closed;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	closed = generation != 0 && zk_shared->closed_for_settings == generation;
+	SpinLockRelease(&zk_shared->mutex);
+	return closed;
+}
+
+/* Whether the postmaster took the session worker at start. */
+bool
+bridge_worker_registered(void)
+{
+	return zk_shared->worker_registered;
+}
+
 /* errno of the worker's last failed zookeeper_init, 0 if none. */
 int
 bridge_open_error(void)

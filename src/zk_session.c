@@ -130,6 +130,8 @@ zk_session_check_alive(ZkActivity doing)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 lost_message(doing),
+				 bridge_closed_for_settings(call_generation) ?
+				 errdetail("The server's session worker closed the session because zklock.hosts, zklock.session_timeout or zklock.auth changed at a reload; its nodes are gone.") :
 				 errdetail("The session expired or was disconnected for longer than its timeout; its nodes are gone."),
 				 errhint("The server's session worker opens a new session; acquire the lock again.")));
 }
@@ -179,6 +181,14 @@ zk_session_await(ZkRequest *req, int64 deadline, ZkActivity doing)
 static void
 wait_connected(int64 deadline)
 {
+	/* Never there: no wait can bring it. */
+	if (!bridge_worker_registered())
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("zklock session worker was not started: max_worker_processes is too low"),
+				 errdetail("The postmaster had no background worker slot left for it at server start (max_worker_processes = %d), so no process of this server holds a ZooKeeper session.",
+						   max_worker_processes),
+				 errhint("Raise max_worker_processes by 2 (zklock's session worker and its reaper) and restart the server.")));
 	for (;;)
 	{
 		ZkSessionStatus status = zk_session_status();

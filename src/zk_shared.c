@@ -53,6 +53,9 @@ dsa_area   *zk_area = NULL;
 
 static void *area_place = NULL;
 
+/* In the postmaster: whether it took the session worker (zk_shared_init). */
+static bool worker_registered = false;
+
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -102,6 +105,7 @@ zk_shmem_startup(void)
 		pg_atomic_init_u32(&zk_shared->requests_in_flight, 0);
 		pg_atomic_init_u32(&zk_shared->requests_queued, 0);
 		zk_shared->nslots = slot_count();
+		zk_shared->worker_registered = worker_registered;
 		for (int i = 0; i < ZK_KNOWN_PARENTS; i++)
 			pg_atomic_init_u64(&zk_shared->known_parents[i], 0);
 		for (int i = 0; i < zk_shared->nslots; i++)
@@ -118,10 +122,14 @@ zk_shmem_startup(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
-/* _PG_init under shared_preload_libraries. */
+/*
+ * _PG_init under shared_preload_libraries; worker: whether the postmaster
+ * took the session worker, for backends to say at once when it did not.
+ */
 void
-zk_shared_init(void)
+zk_shared_init(bool worker)
 {
+	worker_registered = worker;
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = zk_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
@@ -130,7 +138,8 @@ zk_shared_init(void)
 
 /*
  * Map the area in this process, for the rest of its life.  ERROR (55000)
- * if zklock was not preloaded: nothing of it can work then.
+ * if zklock was not preloaded, or runs in binary-upgrade mode (_PG_init):
+ * nothing of it can work then.
  */
 void
 zk_shared_attach(void)
@@ -139,6 +148,12 @@ zk_shared_attach(void)
 
 	if (zk_area != NULL)
 		return;
+	if (zk_shared == NULL && IsBinaryUpgrade)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock does not run in binary-upgrade mode"),
+				 errdetail("The server was started with -b, as pg_upgrade does: zklock opens no ZooKeeper session there, and takes no lock."),
+				 errhint("Use zklock once the upgraded server runs normally.")));
 	if (zk_shared == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -137,6 +137,7 @@ typedef struct ZkSlot
 typedef struct ZkShared
 {
 	slock_t		mutex;			/* everything below but the counters */
+	bool		worker_registered;	/* else max_worker_processes left no room */
 	pid_t		worker_pid;
 	Latch	   *worker_latch;
 	pg_atomic_uint32 previous_session;	/* PREVIOUS_SESSION_*, zk_worker.c */
@@ -149,6 +150,8 @@ typedef struct ZkShared
 	int			open_error;		/* errno of a failed zookeeper_init, or: */
 #define ZK_OPEN_BAD_AUTH (-1)	/* zklock.auth is not user:password */
 	uint64		close_requested;	/* a generation a backend wrote off */
+	uint64		closed_for_settings;	/* the last generation the worker
+										 * closed for a reload of its settings */
 	bool		closing;		/* the worker closes the open session once
 								 * its committers are done: none passes now */
 	bool		slots_changed;	/* a backend took its slot or is exiting */
@@ -165,7 +168,7 @@ typedef struct ZkShared
 extern ZkShared *zk_shared;
 extern dsa_area *zk_area;
 
-extern void zk_shared_init(void);
+extern void zk_shared_init(bool worker);
 extern void zk_shared_attach(void);
 extern WaitEventSet *zk_latch_wait_set(int extra);
 extern void zk_wake(Latch *latch);

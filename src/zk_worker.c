@@ -28,9 +28,15 @@
  * Two background workers do this.  The session worker connects to the
  * shared catalogs only, so that it shows in pg_stat_activity (which
  * PostgreSQL allows from a consistent state on); the session reaper starts
- * with the postmaster, ends the session a crashed worker left before
- * recovery begins, and exits.  Whichever comes first ends it; the other
- * waits for that (previous_session in ZkShared).
+ * with the postmaster, ends the session the last postmaster's worker left
+ * (an immediate shutdown, a crash of the postmaster) before recovery
+ * begins, and exits for good.  After a crash restart the postmaster starts
+ * no background worker until crash recovery is over (maybe_start_bgworkers
+ * returns while FatalError is set), so on a primary a reaper would come no
+ * earlier than the session worker, which ends the session first thing; a
+ * hot standby's worker does so once the standby is consistent.  Whichever
+ * comes first ends it; the other waits for that (previous_session in
+ * ZkShared).
  *
  * This file runs the loop and the session; worker_requests.c carries out the
  * requests, keeps the watches and what each backend owns (worker_int.h is
@@ -46,9 +52,11 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
+#include "postmaster/bgworker_internals.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/pmsignal.h"
 #include "storage/proc.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -66,13 +74,6 @@ PGDLLEXPORT void zklock_reaper_main(Datum arg);
 
 /* Seconds after which the postmaster starts a worker that exited again. */
 #define ZKLOCK_WORKER_RESTART_S 1
-
-/*
- * The reaper exits with 1 once its work is done: a worker that exits with
- * 0 is forgotten at the next crash, and the reaper must run after each.  So
- * it is started again after a day, to find its work done and exit again.
- */
-#define ZKLOCK_REAPER_RESTART_S (24 * 3600)
 
 /* previous_session in ZkShared: shared memory starts it at 0. */
 #define PREVIOUS_SESSION_UNCLAIMED 0
@@ -205,7 +206,12 @@ session_watcher(zhandle_t *handle, int type, int state, const char *path,
 			log_session_established(id->client_id, server, zoo_recv_timeout(worker_zh));
 		}
 		else
+		{
+			ereport(LOG,
+					(errmsg("zklock: ZooKeeper session 0x%llx reconnected to %s",
+							(unsigned long long) id->client_id, server ? server : "?")));
 			stats_count_reconnect();
+		}
 
 		SpinLockAcquire(&zk_shared->mutex);
 		zk_shared->session.session_id = id->client_id;
@@ -217,7 +223,20 @@ session_watcher(zhandle_t *handle, int type, int state, const char *path,
 		proof_connection(connect_sent_after, zoo_recv_timeout(worker_zh));
 	}
 	else
+	{
+		ZkSessionSnapshot s;
+
+		SpinLockAcquire(&zk_shared->mutex);
+		s = zk_shared->session;
+		SpinLockRelease(&zk_shared->mutex);
+		if (state == ZOO_CONNECTING_STATE && s.zk_state == ZOO_CONNECTED_STATE)
+			ereport(LOG,
+					(errmsg("zklock: ZooKeeper session 0x%llx lost its connection to %s; reconnecting",
+							(unsigned long long) s.session_id, s.server),
+					 errdetail("Its locks are uncertain until it reconnects; ZooKeeper expires it after %d ms without a connection.",
+							   s.timeout_ms)));
 		proof_connection(0, 0);
+	}
 	publish_state(state);
 	worker_wake_all();
 }
@@ -228,7 +247,11 @@ session_watcher(zhandle_t *handle, int type, int state, const char *path,
  * same place in the client is written at most once per LOG_REPEAT_MS, with
  * a count of those left out.  Connections a server closed before setting up
  * a session (beyond its maxClientCnxns, or without a quorum) are counted for
- * the backends' error message.
+ * the backends' error message.  Lines less severe than zklock.log_level go
+ * to DEBUG1: by default all of them, as zklock writes a line of its own for
+ * each event of the session (the client's say a session's expiry as a
+ * socket error with whatever errno was left over, "Stale file handle", and
+ * a close after the postmaster's death as a "System error").
  */
 #define LOG_REPEAT_MS 60000
 #define LOG_PLACES 16
@@ -241,6 +264,18 @@ typedef struct LogPlace
 } LogPlace;
 
 static LogPlace log_places[LOG_PLACES];
+
+/* The level of a client line, from its "ZOO_WARN@..." part. */
+static int
+client_level(const char *zoo)
+{
+	static const char *const names[] = {"ZOO_ERROR@", "ZOO_WARN@", "ZOO_INFO@", "ZOO_DEBUG@"};
+
+	for (int i = 0; i < (int) lengthof(names); i++)
+		if (strncmp(zoo, names[i], strlen(names[i])) == 0)
+			return ZOO_LOG_LEVEL_ERROR + i;
+	return ZOO_LOG_LEVEL_DEBUG;
+}
 
 static void
 log_line(const char *message)
@@ -294,7 +329,9 @@ log_line(const char *message)
 	len = strlen(text);
 	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
 		text[--len] = '\0';
-	if (place != NULL && place->left_out > 0)
+	if (zoo == NULL || client_level(zoo) > zklock_log_level)
+		ereport(DEBUG1, (errmsg_internal("zklock: %s", text)));
+	else if (place != NULL && place->left_out > 0)
 		ereport(LOG,
 				(errmsg_internal("zklock: %s (and %d more like it in the last %d s)",
 								 text, place->left_out,
@@ -369,7 +406,7 @@ open_session(void)
 		open_failed(ZK_OPEN_BAD_AUTH);
 		return;
 	}
-	zoo_set_debug_level((ZooLogLevel) zklock_log_level);
+	zoo_set_debug_level((ZooLogLevel) Max(zklock_log_level, ZOO_LOG_LEVEL_ERROR));
 	errno = 0;
 	connect_sent_after = bridge_now_ms();
 	worker_zh = zookeeper_init2(session_hosts, session_watcher, session_timeout_asked,
@@ -833,7 +870,7 @@ end_previous_session(void)
 	ereport(LOG,
 			(errmsg("zklock: ending ZooKeeper session 0x%llx, left by this server's previous session worker",
 					(unsigned long long) old.client_id)));
-	zoo_set_debug_level((ZooLogLevel) zklock_log_level);
+	zoo_set_debug_level((ZooLogLevel) Max(zklock_log_level, ZOO_LOG_LEVEL_ERROR));
 	rz = zookeeper_init2(zklock_hosts, reap_watcher, zklock_session_timeout,
 						 &old, NULL, 0, log_line);
 	if (rz == NULL)
@@ -902,9 +939,11 @@ reaper_exit(int code, Datum arg)
 }
 
 /*
- * The session reaper: at postmaster start and after each crash, before
- * recovery (which may take long, and the session worker waits for a
- * consistent state), end the session the last worker left.
+ * The session reaper: at postmaster start, before recovery (which may take
+ * long, and the session worker waits for a consistent state), end the
+ * session the last worker left.  It exits with 0, which the postmaster logs
+ * at DEBUG1 only and which unregisters it: it is not needed again (see the
+ * header).
  */
 void
 zklock_reaper_main(Datum arg)
@@ -919,15 +958,24 @@ zklock_reaper_main(Datum arg)
 		end_previous_session();
 		previous_session_ended();
 	}
-	proc_exit(1);
+	proc_exit(0);
 }
 
 /* ---- the worker ---- */
 
-/* At exit: a session with commits under way is left to expire, not ended. */
+/*
+ * At exit: a session with commits under way is left to expire, not ended.
+ * An exit for the postmaster's death gets its line here (the client's own
+ * about the close, a "System error" while it waited for the reply, is
+ * below the default zklock.log_level).
+ */
 static void
 worker_exit(int code, Datum arg)
 {
+	if (worker_zh != NULL && !PostmasterIsAlive())
+		ereport(LOG,
+				(errmsg("zklock: the postmaster died; closing ZooKeeper session 0x%llx, which frees the locks of this server",
+						(unsigned long long) zoo_client_id(worker_zh)->client_id)));
 	close_session(false);
 	worker_issue_backlog();
 	SpinLockAcquire(&zk_shared->mutex);
@@ -1017,6 +1065,9 @@ zklock_worker_main(Datum arg)
 			{
 				ereport(LOG,
 						(errmsg("zklock: ZooKeeper settings changed; closing the session, which ends the locks held in it")));
+				SpinLockAcquire(&zk_shared->mutex);
+				zk_shared->closed_for_settings = worker_generation;
+				SpinLockRelease(&zk_shared->mutex);
 				request_close(true);
 			}
 		}
@@ -1059,11 +1110,17 @@ zklock_worker_main(Datum arg)
 	proc_exit(1);
 }
 
-static void
+/*
+ * Register a worker; false if the postmaster refused it (LOG "too many
+ * background workers": max_worker_processes is too low).  RegisterBackgroundWorker
+ * does not say; its list of workers changes only when it took one.
+ */
+static bool
 register_worker(const char *name, const char *function, int flags,
 				BgWorkerStartTime start_time, int restart_s)
 {
 	BackgroundWorker worker;
+	__typeof__(BackgroundWorkerList) before = BackgroundWorkerList;
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = flags;
@@ -1074,20 +1131,25 @@ register_worker(const char *name, const char *function, int flags,
 	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
 	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", name);
 	RegisterBackgroundWorker(&worker);
+	return memcmp(&before, &BackgroundWorkerList, sizeof(before)) != 0;
 }
 
 /*
  * _PG_init: the session worker and its reaper, one each per server.  The
  * worker starts as soon as backends may connect (hot standbys take locks
- * too), the reaper before recovery.
+ * too), the reaper before recovery.  Returns whether the worker was
+ * registered.
  */
-void
+bool
 zk_worker_register(void)
 {
-	register_worker("zklock session worker", "zklock_worker_main",
-					BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION,
-					BgWorkerStart_ConsistentState, ZKLOCK_WORKER_RESTART_S);
-	register_worker("zklock session reaper", "zklock_reaper_main",
-					BGWORKER_SHMEM_ACCESS,
-					BgWorkerStart_PostmasterStart, ZKLOCK_REAPER_RESTART_S);
+	bool		registered;
+
+	registered = register_worker("zklock session worker", "zklock_worker_main",
+								 BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION,
+								 BgWorkerStart_ConsistentState, ZKLOCK_WORKER_RESTART_S);
+	(void) register_worker("zklock session reaper", "zklock_reaper_main",
+						   BGWORKER_SHMEM_ACCESS,
+						   BgWorkerStart_PostmasterStart, BGW_NEVER_RESTART);
+	return registered;
 }

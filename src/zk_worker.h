@@ -5,6 +5,6 @@
 #ifndef ZKLOCK_ZK_WORKER_H
 #define ZKLOCK_ZK_WORKER_H
 
-extern void zk_worker_register(void);
+extern bool zk_worker_register(void);
 
 #endif							/* ZKLOCK_ZK_WORKER_H */

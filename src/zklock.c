@@ -7,8 +7,9 @@
  *
  * zklock works only preloaded: the server's ZooKeeper session is held by a
  * background worker, and backends reach it through shared memory.  Loaded
- * any other way it defines its settings and nothing else; every function
- * then fails with 55000 (zk_shared_attach), as pg_stat_statements does.
+ * any other way, or in binary-upgrade mode, it defines its settings and
+ * nothing else; every function that needs the session then fails with 55000
+ * (zk_shared_attach), as pg_stat_statements does.
  */
 #include "postgres.h"
 
@@ -44,6 +45,5 @@ _PG_init(void)
 	zklock_install_utility_hook();
 	zklock_install_revocation_hooks();
 	stats_init();
-	zk_shared_init();
-	zk_worker_register();
+	zk_shared_init(zk_worker_register());
 }

@@ -78,7 +78,7 @@ cmp_ok($elapsed, '<', $timeout_s / 2 + 1,
 my $log = slurp_file($node_a->logfile);
 my @closers = $log =~ /\[(\d+)\] LOG:  zklock: closed ZooKeeper session 0x[0-9a-f]+; the locks it held are free/g;
 is(scalar @closers, 2, 'the sessions left by the crash and by the immediate shutdown were ended');
-note('ended by ' . join(', ', map { $log =~ /"zklock session reaper" \(PID $_\)/ ? 'the reaper' : 'the worker' } @closers));
+note('ended by ' . join(', ', map { $log =~ /\[$_\] LOG:  zklock session worker started/ ? 'the worker' : 'the reaper' } @closers));
 $waiter->quit;
 
 finish_checks($zk, [ $node_a, $node_b ]);

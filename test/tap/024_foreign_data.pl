@@ -109,7 +109,7 @@ is($s->query_safe(q{SELECT count(*) >= 10 FROM zk_cluster_locks}), 't',
 	'zk_cluster_locks lists everything, foreign and LATIN1 alike');
 is($s->query_safe(q{
 SELECT blocked_by FROM zk_lock_holders('foreign') WHERE position = 5}),
-	'{_c_bad_date-lock-0000000000,_c_deep-lock-0000000001,_c_deep_object-lock-0000000002,other/42}',
+	'{_c_bad_date-lock-0000000000,_c_deep-lock-0000000001,_c_deep_object-lock-0000000002,other@h:5432/42}',
 	'a waiter behind nodes that name no backend is blocked by their node names');
 
 # A waiting acquisition behind the foreign nodes, looking for deadlocks

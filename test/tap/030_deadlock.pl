@@ -14,6 +14,7 @@ use strict;
 use warnings;
 
 use PostgreSQL::Test::Utils;
+use Sys::Hostname;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
@@ -113,14 +114,16 @@ sub cycle_ok
 	my $a = member($node_a, 1000, q{zk_lock_acquire('d1a')});
 	my $b = member($node_b, 1000, q{zk_lock_acquire('d1b')});
 	start_wait($a, q{zk_lock_acquire('d1b')});
+	# A server is cluster_name@host:port (issue 42, item 15).
+	my ($at_a, $at_b) = map { '@' . hostname() . ':' . $_->port } $node_a, $node_b;
 	is($b->{s}->query_safe(q{SELECT blocked_by FROM zk_lock_holders('d1b') WHERE NOT holding}),
-		"{node_b/$b->{pid}}", 'blocked_by names the node and pid a waiter waits for');
+		"{node_b$at_b/$b->{pid}}", 'blocked_by names the node and pid a waiter waits for');
 	is($b->{s}->query_safe(q{SELECT blocked_by IS NULL FROM zk_cluster_locks WHERE lock_name = 'd1a'}),
 		't', 'a holder is blocked by nobody');
 	my $error = cycle_ok('two nodes, session locks', [ $a, $b ],
 		[ q{zk_lock_acquire('d1b')}, q{zk_lock_acquire('d1a')} ], 1000, 1);
 	like($error,
-		qr/DETAIL:  Process $b->{pid} on node_b holds zklock lock "d1b" and waits for exclusive zklock lock "d1a"; blocked by process $a->{pid} on node_a\.\nProcess $a->{pid} on node_a holds zklock lock "d1a" and waits for exclusive zklock lock "d1b"; blocked by process $b->{pid} on node_b\./,
+		qr/DETAIL:  Process $b->{pid} on node_b\Q$at_b\E holds zklock lock "d1b" and waits for exclusive zklock lock "d1a"; blocked by process $a->{pid} on node_a\Q$at_a\E\.\nProcess $a->{pid} on node_a\Q$at_a\E holds zklock lock "d1a" and waits for exclusive zklock lock "d1b"; blocked by process $b->{pid} on node_b\Q$at_b\E\./,
 		'the DETAIL names each member: node, pid, the lock it holds and the one it waits for');
 	like($error, qr/HINT:  .*same order/, 'with a hint');
 	is($b->{s}->query_safe('SELECT count(*) FROM zk_locks'), '0',
@@ -135,7 +138,7 @@ sub cycle_ok
 	my $z = member($node_a, 1000, q{zk_lock_acquire('d2z')});
 	my $error = cycle_ok('three members', [ $x, $y, $z ],
 		[ q{zk_lock_acquire('d2y')}, q{zk_lock_acquire('d2z')}, q{zk_lock_acquire('d2x')} ], 1000);
-	is(scalar(() = $error =~ /^(?:DETAIL:  )?Process \d+ on node_[ab] holds/mg), 3,
+	is(scalar(() = $error =~ /^(?:DETAIL:  )?Process \d+ on node_[ab]@\S+:\d+ holds/mg), 3,
 		'the DETAIL has a line for each of the three');
 	finish($x, $y, $z);
 }

@@ -140,7 +140,7 @@ SELECT deadlock_checks, deadlocks, deadlock_members, deadlock_cycles, deadlock_v
 	my $took = time - $t0;
 	is(outcome($a), 'granted', 'and the other member is granted');
 	cmp_ok($took, '<', 12, sprintf('in %.2f s, not at lock_timeout', $took));
-	my $refused = qr/LOG:  zklock: could not ask process \d+ on node_b to look for a deadlock again: not authenticated/;
+	my $refused = qr/LOG:  zklock: could not ask process \d+ on node_b@\S+:\d+ to look for a deadlock again: not authenticated/;
 	my $t_log = time;
 	sleep 0.1 until slurp_file($node_a->logfile, $log_offset) =~ $refused || time - $t_log > 5;
 	like(slurp_file($node_a->logfile, $log_offset), $refused, "the refused poke is logged ($gap)");
