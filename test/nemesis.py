@@ -449,8 +449,11 @@ class Client(threading.Thread):
         return (conn or self.conn).run(sql)
 
     def quiet(self, sql, conn=None):
+        conn = conn or self.conn
+        if conn is None:
+            return
         try:
-            (conn or self.conn).run(sql, 15)
+            conn.run(sql, 15)
         except (SqlError, Dropped, Stuck):
             pass
 
