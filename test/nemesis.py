@@ -48,6 +48,7 @@ stopping = threading.Event()      # clients: finish and stop
 halting = threading.Event()       # nemesis: heal now
 log_lock = threading.Lock()
 anomalies = []
+harness_errors = []
 t_start = time.time()
 
 
@@ -430,7 +431,7 @@ class Client(threading.Thread):
                 if self.res is None:
                     self.res = Psql(self.run_.resource.port, self.name + "_res")
                 return True
-            except (Dropped, Stuck, SqlError, ValueError):
+            except (Dropped, Stuck, SqlError, ValueError, OSError):
                 self.drop()
                 time.sleep(0.5)
         return False
@@ -440,7 +441,8 @@ class Client(threading.Thread):
             if c:
                 try:
                     c.p.kill()
-                except OSError:
+                    c.p.wait(5)
+                except (OSError, subprocess.TimeoutExpired):
                     pass
         self.conn = self.res = None
         self.holding = None
@@ -454,8 +456,10 @@ class Client(threading.Thread):
             return
         try:
             conn.run(sql, 15)
-        except (SqlError, Dropped, Stuck):
+        except (SqlError, Dropped):
             pass
+        except Stuck:
+            conn.p.kill()     # its late output must not answer a later statement
 
     # one operation -----------------------------------------------------
     def record(self, kind, t0, result, state=None, **kw):
@@ -636,6 +640,12 @@ class Client(threading.Thread):
                 anomaly("%s stuck for %d s in: %s" % (self.name, STUCK_S, str(e)[:80]))
                 self.record(kind, t0, "fail", "stuck", op=self.new_op() + "e")
                 self.drop()
+            except Exception as e:
+                harness_errors.append("%s: %r" % (self.name, e))
+                say("harness error in %s: %r" % (self.name, e))
+                self.record(kind, t0, "fail", "harness", op=self.new_op() + "e")
+                self.drop()
+                time.sleep(0.5)
         for c in (self.conn, self.res):
             if c:
                 c.close()
@@ -697,11 +707,16 @@ class Nemesis:
             entry = dict(f, start=time.time())
             say("fault %s node=%d which=%d dur=%s begins" % (
                 f["kind"], f["node"] + 1, f["which"], f["dur"]))
-            try:
-                entry["detail"] = getattr(self, "f_" + f["kind"])(f)
-            except Exception as e:       # a fault that could not be made
-                entry["error"] = repr(e)
-                say("fault %s failed: %r" % (f["kind"], e))
+            for attempt in range(3):
+                try:
+                    entry["detail"] = getattr(self, "f_" + f["kind"])(f)
+                    entry.pop("error", None)
+                    break
+                except Exception as e:       # a fault that could not be made
+                    entry["error"] = repr(e)
+                    say("fault %s failed: %r" % (f["kind"], e))
+                    if halting.wait(3):
+                        break
             entry["end"] = time.time()
             self.log.append(entry)
             say("fault %s ends (%s)" % (f["kind"], entry.get("detail") or entry.get("error")))
@@ -959,6 +974,10 @@ class Run:
         if self.nemesis:
             self.nemesis.join()
         signal_pids(list(self.stopped), signal.SIGCONT)
+        if self.zk:
+            for i in (1, 2, 3):
+                if i not in self.zk.procs:
+                    self.zk.start(i)
         self.t_heal = time.time()
         stopping.set()
         for c in self.clients:
@@ -1168,7 +1187,9 @@ def summary(run, violations, notes, ops):
     print("anomalies: %d" % len(anomalies))
     for a in anomalies[:30]:
         print("  ANOMALY: " + a)
-    missing = []
+    for h in harness_errors[:10]:
+        print("  HARNESS ERROR: " + h)
+    missing = ["harness errors: %d" % len(harness_errors)] if harness_errors else []
     if not run.broken:
         made = {k for k, v in by_type.items() if v[0]}
         missing += ["fault %s never made" % k for k in FAULTS_NET + FAULTS_PG if k not in made]
