@@ -39,9 +39,12 @@ CLIENTS_PER_NODE = 3
 KINDS = {                         # client kind: weight
     "xact": 3, "srel": 2, "smulti": 1, "fence": 2, "shared": 2, "sem": 2,
     "revoke": 1}
-FAULTS_NET = ["follower_cut", "pg_cut", "zk_kill_leader", "zk_kill_follower"]
+# The faults of each lane's round; the guard's own two twice.
+FAULTS_NET = ["follower_cut", "follower_cut", "pg_cut", "zk_kill_leader",
+              "zk_kill_follower"]
 FAULTS_PG = ["stop_holder", "stop_worker", "stop_server", "notify_hold",
-             "worker_kill9", "worker_term", "pg_restart", "reload_timeout"]
+             "notify_hold", "worker_kill9", "worker_term", "pg_restart",
+             "reload_timeout"]
 ERR_RE = re.compile(r"\b(ERROR|FATAL|PANIC):\s+([0-9A-Z]{5}):")
 
 stopping = threading.Event()      # clients: finish and stop
@@ -1192,7 +1195,8 @@ def summary(run, violations, notes, ops):
     missing = ["harness errors: %d" % len(harness_errors)] if harness_errors else []
     if not run.broken:
         made = {k for k, v in by_type.items() if v[0]}
-        missing += ["fault %s never made" % k for k in FAULTS_NET + FAULTS_PG if k not in made]
+        missing += ["fault %s never made" % k for k in sorted(set(FAULTS_NET + FAULTS_PG))
+                    if k not in made]
     missing += ["%s: %d committed (< 30)" % (k, v) for k, v in committed.items() if v < 30]
     if not run.broken:
         missing += ["%s: none committed during a fault" % k for k, v in during.items() if not v]
