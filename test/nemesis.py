@@ -522,6 +522,7 @@ class Client(threading.Thread):
         self.q(self.insert(op, "X", "excl" if kind == "xact" else "shared", grant))
         self.q(self.pause() + "; NOTIFY nemesis")
         self.commit(kind, op, t0)
+        self.holding = None
 
     def op_srel(self):
         op, t0 = self.new_op(), time.time()
