@@ -354,7 +354,7 @@ class PgNode:
                 "unix_socket_directories": "", "cluster_name": name,
                 "max_connections": 40, "shared_buffers": "32MB",
                 "track_commit_timestamp": "on", "fsync": "off",
-                "log_line_prefix": "%m [%p] %a ", "bgw_restart_time": "1"}
+                "log_line_prefix": "%m [%p] %a "}
         conf.update(settings)
         with open(self.dir + "/postgresql.conf", "a") as f:
             for k, v in conf.items():
