@@ -123,7 +123,10 @@ class Psql:
         for stream, tag in ((self.p.stdout, "o"), (self.p.stderr, "e")):
             threading.Thread(target=self._read, args=(stream, tag),
                              daemon=True).start()
-        self.pid = int(self.one("SELECT pg_backend_pid()", 10))
+        pid = self.one("SELECT pg_backend_pid()", 10)
+        if not pid:
+            raise Dropped("no backend pid")
+        self.pid = int(pid)
 
     def _read(self, stream, tag):
         for line in stream:
@@ -136,7 +139,8 @@ class Psql:
         self.n += 1
         mark = "@@M%d@@" % self.n
         try:
-            self.p.stdin.write("%s\n\\echo %s\n\\warn %s\n" % (sql, mark, mark))
+            self.p.stdin.write("%s;\n\\echo %s\n\\warn %s\n"
+                               % (sql.rstrip().rstrip(";"), mark, mark))
             self.p.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
             raise Dropped("psql gone")
@@ -231,7 +235,7 @@ class Ensemble:
         for (i, j), (q, e) in self.link.items():
             tag = "%d_%d" % (i, j)
             p = subprocess.Popen(
-                ["python3", HERE + "/zk/zkrelay.py", "--log=%s/relay%s.log" % (self.dir, tag),
+                [sys.executable, HERE + "/zk/zkrelay.py", "--log=%s/relay%s.log" % (self.dir, tag),
                  "--control=%s/relay%s.sock" % (self.dir, tag),
                  "quorum:%d:%d" % (q, self.quorum[j]), "plain:%d:%d" % (e, self.election[j])],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -321,7 +325,7 @@ class Proxy:
     def __init__(self, base, name, target):
         self.port = free_port()
         self.p = subprocess.Popen(
-            ["python3", HERE + "/zk/tcpproxy.py", "--refuse", "%d:%d" % (self.port, target)],
+            [sys.executable, HERE + "/zk/tcpproxy.py", "--refuse", "%d:%d" % (self.port, target)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=open("%s/proxy_%s.err" % (base, name), "w"), text=True)
         if "ready" not in self.p.stdout.readline():
@@ -434,7 +438,7 @@ class Client(threading.Thread):
                 if self.res is None:
                     self.res = Psql(self.run_.resource.port, self.name + "_res")
                 return True
-            except (Dropped, Stuck, SqlError, ValueError, OSError):
+            except Exception:        # not up yet (a restart, a crash)
                 self.drop()
                 time.sleep(0.5)
         return False
@@ -999,7 +1003,7 @@ class Run:
             anomaly("a node's ZooKeeper session did not come back after the heal")
         deadline = self.t_heal + 2 * T + 5
         while True:
-            r = subprocess.run(["python3", HERE + "/zk/zktree.py", self.zk.hosts(), "/zklock"],
+            r = subprocess.run([sys.executable, HERE + "/zk/zktree.py", self.zk.hosts(), "/zklock"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             left = [line for line in r.stdout.splitlines()
                     if "\t" in line and line.split("\t")[1] != "0x0"]
