@@ -1189,7 +1189,12 @@ def summary(run, violations, notes, ops):
                                   for k, v in sorted(by_type.items())) or "none"))
     for n in notes:
         print("note: " + n)
-    print("violations: %d" % len(violations))
+    kinds = {}
+    for v in violations:
+        k = v.split(":")[0] if v.startswith(("lock", "semaphore", "resource")) else v.split()[0]
+        kinds[k] = kinds.get(k, 0) + 1
+    print("violations: %d%s" % (len(violations), "".join(
+        " (%s: %d)" % kv for kv in sorted(kinds.items())) if violations else ""))
     for v in violations[:30]:
         print("  VIOLATION: " + v)
     print("anomalies: %d" % len(anomalies))
