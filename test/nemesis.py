@@ -280,11 +280,15 @@ class Ensemble:
         m = re.search(r"^Mode: (\w+)", self.flw(i, "srvr"), re.M)
         return m.group(1) if m else None
 
-    def leader(self):
-        for i in sorted(self.procs):
-            if self.mode(i) == "leader":
-                return i
-        return None
+    def leader(self, wait=0):
+        deadline = time.time() + wait
+        while True:
+            for i in sorted(self.procs):
+                if self.mode(i) == "leader":
+                    return i
+            if time.time() >= deadline or halting.is_set():
+                return None
+            time.sleep(0.2)
 
     def wait_serving(self, timeout=60):
         deadline = time.time() + timeout
@@ -732,7 +736,7 @@ class Nemesis:
     # each fault returns a short detail; it heals itself before returning
     def f_follower_cut(self, f):
         zk = self.run_.zk
-        leader = zk.leader()
+        leader = zk.leader(15)
         if leader is None:
             raise RuntimeError("no leader")
         follower = [i for i in (1, 2, 3) if i != leader][f["which"]]
@@ -754,7 +758,7 @@ class Nemesis:
 
     def zk_kill(self, f, leader):
         zk = self.run_.zk
-        lead = zk.leader()
+        lead = zk.leader(15)
         if lead is None:
             raise RuntimeError("no leader")
         i = lead if leader else [i for i in (1, 2, 3) if i != lead][f["which"]]
@@ -780,7 +784,7 @@ class Nemesis:
 
     def f_stop_holder(self, f):
         node = self.run_.nodes[f["node"]]
-        deadline = time.time() + 5
+        deadline = time.time() + 10
         while time.time() < deadline:
             holders = [c.holding for c in self.run_.clients
                        if c.node is node and c.holding]
@@ -1275,7 +1279,7 @@ def main():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         run.teardown()
-        if args.keep or (code == 1 and not args.broken):
+        if args.keep or (code and not args.broken):
             say("logs and data kept in " + run.base)
         else:
             shutil.rmtree(run.base, ignore_errors=True)
