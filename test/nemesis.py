@@ -815,7 +815,7 @@ class Nemesis:
         # every COMMIT with a NOTIFY on that node waits in PreCommit_Notify,
         # after the commit guard and before its commit record.
         node = self.run_.nodes[f["node"]]
-        done = held = 0
+        done = held = holding = 0
         for _ in range(f["times"]):
             if halting.is_set():
                 break
@@ -826,16 +826,20 @@ class Nemesis:
                 h.p.stdin.flush()
                 self.wait(f["dur"])
                 # COMMITs waiting for NOTIFY's lock (an object lock) now.
-                held += int(sql_once(node.port, "SELECT count(*) FROM pg_stat_activity "
-                                     "WHERE wait_event = 'object' AND pid <> %d" % h.pid))
+                waiting, syncrep = sql_once(node.port, """
+SELECT count(*) FILTER (WHERE wait_event = 'object'),
+       count(*) FILTER (WHERE pid = %d AND wait_event = 'SyncRep')
+FROM pg_stat_activity""" % h.pid).split("|")
+                held += int(waiting)
+                holding += int(syncrep)
                 sql_once(node.port, "SELECT pg_cancel_backend(%d)" % h.pid)
                 h.close()
                 done += 1
             except (Dropped, Stuck, SqlError, RuntimeError, OSError, ValueError):
                 pass
             self.wait(0.5 + done % 3 * 0.4)
-        return "%d holds of %.2f s on %s, %d COMMITs caught waiting" % (
-            done, f["dur"], node.name, held)
+        return "%d holds of %.2f s on %s (%d seen in SyncRep), %d COMMITs caught waiting" % (
+            done, f["dur"], node.name, holding, held)
 
     def f_worker_kill9(self, f):
         node = self.run_.nodes[f["node"]]
