@@ -822,7 +822,9 @@ class Nemesis:
             try:
                 h = Psql(node.port, "nemesis_notify_hold")
                 h.run("SET synchronous_commit = on")
-                h.p.stdin.write("BEGIN; NOTIFY nemesis_hold; COMMIT;\n")
+                # With an xid, so that its COMMIT has a record to wait on.
+                h.p.stdin.write("BEGIN; SELECT pg_current_xact_id(); NOTIFY nemesis_hold; "
+                                "COMMIT;\n")
                 h.p.stdin.flush()
                 self.wait(f["dur"])
                 # COMMITs waiting for NOTIFY's lock (an object lock) now.
