@@ -822,9 +822,10 @@ class Nemesis:
             try:
                 h = Psql(node.port, "nemesis_notify_hold")
                 h.run("SET synchronous_commit = on")
-                # With an xid, so that its COMMIT has a record to wait on.
-                h.p.stdin.write("BEGIN; SELECT pg_current_xact_id(); NOTIFY nemesis_hold; "
-                                "COMMIT;\n")
+                # A write: a COMMIT that wrote no WAL before its record
+                # never waits in SyncRep.
+                h.p.stdin.write("BEGIN; INSERT INTO nemesis_hold VALUES (1); "
+                                "NOTIFY nemesis_hold; COMMIT;\n")
                 h.p.stdin.flush()
                 self.wait(f["dur"])
                 # COMMITs waiting for NOTIFY's lock (an object lock) now.
@@ -954,7 +955,8 @@ class Run:
         for n in self.nodes:
             n.sql(BROKEN_SHIMS if self.broken else "CREATE EXTENSION zklock")
             n.sql("CREATE TABLE hist (op text PRIMARY KEY, client text, lock text, "
-                  "mode text, grant_at float8, release_at float8, hold text)")
+                  "mode text, grant_at float8, release_at float8, hold text); "
+                  "CREATE TABLE nemesis_hold (i int)")
         if not self.broken:
             self.resource.sql("CREATE EXTENSION zklock")
         self.resource.sql("CREATE TABLE counter (id int PRIMARY KEY, v bigint); "
