@@ -716,6 +716,8 @@ class Nemesis:
             while time.time() - self.run_.t0 < f["at"]:
                 if halting.wait(0.2):
                     return
+            if halting.is_set():
+                return
             entry = dict(f, start=time.time())
             say("fault %s node=%d which=%d dur=%s begins" % (
                 f["kind"], f["node"] + 1, f["which"], f["dur"]))
