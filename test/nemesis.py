@@ -815,13 +815,20 @@ class Nemesis:
     def f_notify_hold(self, f):
         # A session waiting in SyncRep after its NOTIFY holds NOTIFY's lock:
         # every COMMIT with a NOTIFY on that node waits in PreCommit_Notify,
-        # after the commit guard and before its commit record.
+        # after the commit guard and before its commit record.  Each hold
+        # lasts until a COMMIT waits, then dur more (polled every 50 ms: a
+        # COMMIT waits at most dur + 0.05 s < the margin).
         node = self.run_.nodes[f["node"]]
         done = held = holding = 0
+        count = ("SELECT count(*) FILTER (WHERE wait_event = 'object'), "
+                 "count(*) FILTER (WHERE pid = %d AND wait_event = 'SyncRep') "
+                 "FROM pg_stat_activity")
         for _ in range(f["times"]):
             if halting.is_set():
                 break
+            h = mon = None
             try:
+                mon = Psql(node.port, "nemesis_monitor")
                 h = Psql(node.port, "nemesis_notify_hold")
                 h.run("SET synchronous_commit = on")
                 # A write: a COMMIT that wrote no WAL before its record
@@ -829,19 +836,24 @@ class Nemesis:
                 h.p.stdin.write("BEGIN; INSERT INTO nemesis_hold VALUES (1); "
                                 "NOTIFY nemesis_hold; COMMIT;\n")
                 h.p.stdin.flush()
+                until = time.time() + 5
+                while time.time() < until and not halting.is_set():
+                    if int(mon.one(count % h.pid, 5).split("|")[0]):
+                        break
+                    time.sleep(0.05)
                 self.wait(f["dur"])
-                # COMMITs waiting for NOTIFY's lock (an object lock) now.
-                waiting, syncrep = sql_once(node.port, """
-SELECT count(*) FILTER (WHERE wait_event = 'object'),
-       count(*) FILTER (WHERE pid = %d AND wait_event = 'SyncRep')
-FROM pg_stat_activity""" % h.pid).split("|")
+                waiting, syncrep = mon.one(count % h.pid, 5).split("|")
                 held += int(waiting)
                 holding += int(syncrep)
-                sql_once(node.port, "SELECT pg_cancel_backend(%d)" % h.pid)
-                h.close()
+                mon.run("SELECT pg_cancel_backend(%d)" % h.pid, 5)
                 done += 1
-            except (Dropped, Stuck, SqlError, RuntimeError, OSError, ValueError):
+            except (Dropped, Stuck, SqlError, RuntimeError, OSError, ValueError,
+                    AttributeError):
                 pass
+            finally:
+                for c in (h, mon):
+                    if c:
+                        c.close()
             self.wait(0.5 + done % 3 * 0.4)
         return "%d holds of %.2f s on %s (%d seen in SyncRep), %d COMMITs caught waiting" % (
             done, f["dur"], node.name, holding, held)
