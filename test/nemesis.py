@@ -851,6 +851,13 @@ class Nemesis:
                     AttributeError):
                 pass
             finally:
+                # Never leave a holder behind: every NOTIFY of the node would
+                # wait for it.
+                try:
+                    sql_once(node.port, "SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
+                             "WHERE application_name = 'nemesis_notify_hold'")
+                except (RuntimeError, subprocess.TimeoutExpired):
+                    pass
                 for c in (h, mon):
                     if c:
                         c.close()
