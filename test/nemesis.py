@@ -1232,8 +1232,12 @@ def summary(run, violations, notes, ops):
         kinds[k] = kinds.get(k, 0) + 1
     print("violations: %d%s" % (len(violations), "".join(
         " (%s: %d)" % kv for kv in sorted(kinds.items())) if violations else ""))
-    for v in violations[:30]:
-        print("  VIOLATION: " + v)
+    shown = {}
+    for v in violations:
+        k = v.split(":")[0]
+        shown[k] = shown.get(k, 0) + 1
+        if shown[k] <= 10:
+            print("  VIOLATION: " + v)
     print("anomalies: %d" % len(anomalies))
     for a in anomalies[:30]:
         print("  ANOMALY: " + a)
