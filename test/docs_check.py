@@ -149,7 +149,8 @@ def check_ci_table():
                             % (len(rows), major))
             continue
         runs = rows[0][-1]
-        want = {'pg_regress': 'pg_regress', 'isolation': 'isolation', 'package': 'Debian package'}
+        want = {'pg_regress': 'pg_regress', 'isolation': 'isolation',
+                'nemesis': 'nemesis run', 'package': 'Debian package'}
         for suite, words in want.items():
             if (suite in suites) != (words in runs):
                 problems.append('README.md: the CI table says PostgreSQL %s runs "%s"; '

@@ -1,15 +1,17 @@
 #!/bin/bash
 # The whole zklock test suite, on a fresh Debian 12 machine, as root: for
 # every PostgreSQL major below, builds zklock with -Werror, installs it and
-# runs pg_regress, the isolation specs, the TAP tests and the Debian package
-# checks against ZooKeeper servers it starts on 127.0.0.1, and stops
+# runs pg_regress, the isolation specs, the TAP tests (on 15 also the
+# randomized fault run, test/nemesis.sh) and the Debian package checks
+# against ZooKeeper servers it starts on 127.0.0.1, and stops
 # everything it started.  PostgreSQL 15 runs natively; the others in chroots
 # of the Debian releases that ship them (test/majors.sh), made on first use
 # and cached.  Prints a summary per major; exit status 0 only if every part
 # passed.
 #
 # ZKLOCK_MAJORS and ZKLOCK_SUITES pick majors and suites for a quicker run,
-# e.g. ZKLOCK_MAJORS=15 ZKLOCK_SUITES="pg_regress isolation".
+# e.g. ZKLOCK_MAJORS=15 ZKLOCK_SUITES="pg_regress isolation" (the suites:
+# pg_regress, isolation, TAP, nemesis, package).
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
@@ -17,7 +19,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 # What runs where: major, where (native, or the chroot of test/majors.sh),
 # suites.  The TAP suite runs on 15 and on the newest stable major.
 matrix=(
-	"15 native       pg_regress isolation TAP package"
+	"15 native       pg_regress isolation TAP nemesis package"
 	"17 trixie       pg_regress isolation package"
 	"18 sid          pg_regress isolation TAP package"
 	"19 experimental pg_regress isolation TAP package"
@@ -134,7 +136,7 @@ selected_suites()
 {
 	local s selected=""
 	for s in "$@"; do
-		case " ${ZKLOCK_SUITES:-pg_regress isolation TAP package} " in
+		case " ${ZKLOCK_SUITES:-pg_regress isolation TAP nemesis package} " in
 			*" $s "*) selected+="$s " ;;
 		esac
 	done

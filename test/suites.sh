@@ -7,8 +7,9 @@
 #   bash test/suites.sh MAJOR HOSTS
 #
 # HOSTS is the connection string of the ZooKeeper for pg_regress and the
-# isolation specs (the TAP tests start their own).  $ZKLOCK_SUITES picks
-# suites (default "pg_regress isolation TAP package"), $ZKLOCK_TAP_TESTS TAP
+# isolation specs (the TAP tests and the nemesis run start their own).
+# $ZKLOCK_SUITES picks suites (default "pg_regress isolation TAP package";
+# also "nemesis"), $ZKLOCK_TAP_TESTS TAP
 # scripts (default all of test/tap).  One line per part is
 # appended to $ZKLOCK_RESULTS: major, where, part, result, counts, seconds,
 # tab-separated.  Exits non-zero if any part failed.
@@ -149,6 +150,24 @@ if wanted TAP; then
 	# $ZKLOCK_TAP_TESTS: only these scripts (test/run-all.sh says which).
 	suite TAP tap installcheck REGRESS= ISOLATION= PROVE_FLAGS="--timer" \
 		${ZKLOCK_TAP_TESTS:+"PROVE_TESTS=$ZKLOCK_TAP_TESTS"}
+fi
+
+# The randomized fault run (test/nemesis.sh; docs/testing.md, "The nemesis
+# run"), on the extension just installed: a fixed seed, a random one (each
+# run prints its seed), 3 minutes each, and --broken, which proves the
+# checker by finding the overlaps of per-node advisory locks.
+if wanted nemesis; then
+	for run in "--seed 7" "" "--broken --seed 3"; do
+		start=$SECONDS
+		log=$work/nemesis.log
+		echo "== nemesis ${run:-(random seed)} (PostgreSQL $major, $where)"
+		status=ok
+		# shellcheck disable=SC2086
+		bash "$tree/test/nemesis.sh" --no-install $run 2>&1 | tee "$log" || status=FAILED
+		record "nemesis ${run:-(random seed)}" "$status" \
+			"$(sed -n 's/^\[ *[0-9.]*\] zklock nemesis: seed \([0-9]*\),.*/seed \1/p' "$log"), $(grep -m1 -o '^violations: [0-9]*' "$log"), $(grep -m1 '^anomalies:' "$log")" \
+			$((SECONDS - start))
+	done
 fi
 
 # The Debian package: built, installed over what `make install` put there,
