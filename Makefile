@@ -70,3 +70,11 @@ dist:
 	@test -n "$(DIST_VERSION)" || { echo "no version in META.json" >&2; exit 1; }
 	@git diff --quiet HEAD || echo "warning: uncommitted changes are not in the archive" >&2
 	git archive --format=zip --prefix=$(EXTENSION)-$(DIST_VERSION)/ --output=$(EXTENSION)-$(DIST_VERSION).zip HEAD
+
+# The randomized fault run at full length (an hour; CI runs it for 3
+# minutes per seed): as root, builds and installs zklock for PostgreSQL 15
+# first.  NEMESIS_SEED replays a run.
+NEMESIS_SECONDS ?= 3600
+.PHONY: nemesis
+nemesis:
+	bash $(srcdir)/test/nemesis.sh --seconds $(NEMESIS_SECONDS) $(if $(NEMESIS_SEED),--seed $(NEMESIS_SEED))
