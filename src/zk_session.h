@@ -50,7 +50,7 @@ extern uint64 zk_session_generation(void);
 extern bool zk_session_is_current(uint64 generation);
 extern void zk_session_new_tag(char *tag);
 extern void zk_session_check_alive(ZkActivity doing);
-extern void zk_session_no_answer(ZkActivity doing) pg_attribute_noreturn();
+extern void zk_session_no_answer(ZkActivity doing);
 extern void zk_session_wait(long timeout_ms);
 extern bool zk_session_await(ZkRequest *req, int64 deadline,
 							 ZkActivity doing);

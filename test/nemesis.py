@@ -97,7 +97,32 @@ class Dropped(Exception):
 
 
 class Stuck(Exception):
-    pass
+    def __init__(self, sql, conn=None):
+        super().__init__(sql)
+        self.conn = conn
+
+    def where(self):
+        """What the stuck statement's psql and its backend were doing."""
+        c = self.conn
+        if c is None:
+            return "?"
+        alive = c.p.poll() is None
+        said = ["psql %d %s" % (c.p.pid, "running" if alive else "exited %s" % c.p.returncode)]
+        if alive:
+            try:
+                with open("/proc/%d/wchan" % c.p.pid) as f:
+                    said.append("in " + f.read().strip())
+            except OSError:
+                pass
+        try:
+            said.append("backend %s: %s" % (c.pid, sql_once(
+                c.port, "SELECT coalesce(string_agg(format('%%s, wait %%s/%%s, %%s s, %%s', "
+                "state, wait_event_type, wait_event, round(extract(epoch FROM now() - "
+                "query_start)), left(query, 60)), '; '), 'gone') FROM pg_stat_activity "
+                "WHERE pid = %s" % getattr(c, "pid", 0), timeout=10)))
+        except Exception as e:
+            said.append("backend %s: %s" % (getattr(c, "pid", "?"), e))
+        return "; ".join(said)
 
 
 class SqlError(Exception):
@@ -112,6 +137,7 @@ class Psql:
 
     def __init__(self, port, app, dbname="postgres"):
         env = dict(os.environ, PGAPPNAME=app, PGCONNECT_TIMEOUT="5")
+        self.port = port
         self.p = subprocess.Popen(
             ["psql", "-X", "-q", "-A", "-t", "-h", "127.0.0.1", "-p", str(port),
              "-U", "postgres", "-d", dbname, "-v", "VERBOSITY=verbose"],
@@ -149,9 +175,16 @@ class Psql:
         while len(done) < 2:
             left = deadline - time.time()
             try:
-                tag, line = self.q.get(timeout=max(left, 0.001))
+                tag, line = self.q.get(timeout=min(max(left, 0.001), 1.0))
             except queue.Empty:
-                raise Stuck(sql)
+                # A psql that exited (its connection lost) after its output
+                # was read in full, before or as this statement was written,
+                # answers nothing more: the connection dropped.
+                if self.p.poll() is not None and self.q.empty():
+                    raise Dropped("psql exited with %s" % self.p.returncode)
+                if left <= 0:
+                    raise Stuck(sql, self)
+                continue
             if line is None:
                 self.eof += 1
                 if self.eof >= 2:
@@ -649,7 +682,8 @@ class Client(threading.Thread):
                 self.drop()
                 time.sleep(0.3)
             except Stuck as e:
-                anomaly("%s stuck for %d s in: %s" % (self.name, STUCK_S, str(e)[:80]))
+                anomaly("%s stuck for %d s in: %s (%s)" % (self.name, STUCK_S, str(e)[:80],
+                                                            e.where()))
                 self.record(kind, t0, "fail", "stuck", op=self.new_op() + "e")
                 self.drop()
             except Exception as e:
