@@ -1,7 +1,7 @@
 #!/bin/bash
 # zklock's benchmark, on a fresh Debian 12 machine, as root:
 #
-#   bash bench/run.sh                  everything, about 50 minutes
+#   bash bench/run.sh                  everything, about an hour
 #   BENCH_QUICK=1 bash bench/run.sh    fewer rounds and sizes, for development
 #   BENCH_NO_SETUP=1 bash bench/run.sh without installing packages and
 #                                      building and installing zklock first
