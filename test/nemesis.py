@@ -899,21 +899,19 @@ class Nemesis:
         return "%d holds of %.2f s on %s (%d seen in SyncRep), %d COMMITs caught waiting" % (
             done, f["dur"], node.name, holding, held)
 
-    def f_worker_kill9(self, f):
+    def signal_worker(self, f, sig):
         node = self.run_.nodes[f["node"]]
         pid = node.worker()
         if not pid:
             raise RuntimeError("no worker on " + node.name)
-        os.kill(pid, signal.SIGKILL)
-        return "worker %d of %s (crash restart)" % (pid, node.name)
+        os.kill(pid, sig)
+        return "worker %d of %s" % (pid, node.name)
+
+    def f_worker_kill9(self, f):
+        return self.signal_worker(f, signal.SIGKILL) + " (crash restart)"
 
     def f_worker_term(self, f):
-        node = self.run_.nodes[f["node"]]
-        pid = node.worker()
-        if not pid:
-            raise RuntimeError("no worker on " + node.name)
-        os.kill(pid, signal.SIGTERM)
-        return "worker %d of %s" % (pid, node.name)
+        return self.signal_worker(f, signal.SIGTERM)
 
     def f_pg_restart(self, f):
         node = self.run_.nodes[f["node"]]
