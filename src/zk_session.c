@@ -348,7 +348,13 @@ zk_session_confirm(const char *probe, HeldWatch *probe_watch)
 			int64		now = bridge_now_ms();
 			int64		left = deadline - now;
 
-			if (status == ZK_SESSION_LOST || left <= 0)
+			/*
+			 * The worker may give the session up and open the next one before
+			 * this backend looks: the new one's "connecting", and its proof
+			 * once connected, say nothing of this session.
+			 */
+			if (status == ZK_SESSION_LOST || left <= 0 ||
+				!zk_session_is_current(snap.generation))
 				break;
 			if (proven_for(margin_ms))
 			{

@@ -8,8 +8,9 @@
 #
 # A transaction that wrote under a lock cannot commit once the session is
 # gone: a COMMIT made while the session may still live waits only for the
-# rest of its timeout, and one made after the session was given up fails
-# at once with 40001.
+# rest of its timeout (and fails at once if it wakes only after the session
+# worker gave the session up and began the next one), and one made after
+# the session was given up fails at once with 40001.
 
 use strict;
 use warnings;
@@ -81,16 +82,35 @@ acquire_fails_ok('08006', qq{lost connection to ZooKeeper at "$hosts"},
 	'servers down, session maybe alive');
 is(zk_session_field($s, 'state'), 'suspended', 'session suspended');
 
-commit_fails_ok($writers[0], 'doomed1', 'COMMIT while the session may live');
+# The COMMIT waits for the session's verdict.  Stopped across it, its
+# backend wakes only after the session worker gave the session up and began
+# the next one: it must see its session gone, not wait on for the next one.
+my $writer1_pid = $writers[0]->query_safe('SELECT pg_backend_pid()');
+send_query($writers[0], 'COMMIT', 'commit1-done');
+ok($node->poll_query_until('postgres', qq{
+SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = $writer1_pid}),
+	'the COMMIT waits for the session');
+kill 'STOP', $writer1_pid;
+ok(defined wait_session_state($s, 'connecting', 30),
+	'the session worker gave the session up while the COMMIT was stopped');
+note sprintf('session given up %.2f s after the servers went down', elapsed_since($t_down));
+kill 'CONT', $writer1_pid;
+my $t_cont = time;
+wait_marker($writers[0], 'commit1-done');
+my $woke_in = elapsed_since($t_cont);
+like($writers[0]->{stderr},
+	qr/ERROR:  40001: zklock lock "doomed1" was lost before the transaction committed/,
+	'COMMIT while the session may live: the COMMIT fails with 40001');
+$writers[0]->{stderr} = '';
+cmp_ok($woke_in, '<', 1.0,
+	sprintf('a COMMIT that wakes after its session was replaced fails at once (%.2f s)', $woke_in));
 my $lost_after = elapsed_since($t_fall);
 cmp_ok($lost_after, '<', $session_timeout_ms / 1000 + 1.5,
 	sprintf('the COMMIT waited only for the rest of the session timeout (%.2f s after the last server stopped)',
 		$lost_after));
 
-# The session worker gives the session up once its timeout has passed, and
+# The session worker gave the session up once its timeout had passed, and
 # opens a new one, which no server accepts yet.
-ok(defined wait_session_state($s, 'connecting', 30), 'session given up after its timeout');
-note sprintf('session given up %.2f s after the servers went down', elapsed_since($t_down));
 acquire_fails_ok('08001', qq{could not connect to ZooKeeper at "$hosts"},
 	'servers down, session lost');
 is(zk_session_field($s, 'state'), 'connecting', 'the session worker is opening a new session meanwhile');
