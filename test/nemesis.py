@@ -38,7 +38,7 @@ SEM_PERMITS = 2
 CLIENTS_PER_NODE = 3
 KINDS = {                         # client kind: weight
     "xact": 3, "srel": 2, "smulti": 1, "fence": 2, "shared": 2, "sem": 2,
-    "revoke": 1}
+    "revoke": 2}
 # The faults of each lane's round; the guard's own two twice.
 FAULTS_NET = ["follower_cut", "follower_cut", "pg_cut", "zk_kill_leader",
               "zk_kill_follower"]
@@ -652,9 +652,15 @@ class Client(threading.Thread):
         self.holding = None
 
     def op_revoke(self):
-        op, t0 = self.new_op(), time.time()
-        n = self.q("SELECT zk_lock_request_release('X')")[0]
-        self.record("revoke", t0, "ok", op=op, asked=int(n))
+        # Asked from another node than the holder's: a request that only
+        # goes through ZooKeeper (none is made while X is held on this node
+        # alone, or not at all).
+        t0 = time.time()
+        n = self.q("SELECT zk_lock_request_release('X') FROM zk_lock_holders('X') h "
+                   "WHERE h.holding AND h.cluster_name <> current_setting('cluster_name') "
+                   "LIMIT 1")
+        if n:
+            self.record("revoke", t0, "ok", op=self.new_op(), asked=int(n[0]))
 
     def run(self):
         kinds, weights = zip(*KINDS.items())
@@ -949,6 +955,8 @@ CREATE FUNCTION zk_lock_token(n text) RETURNS bigint LANGUAGE sql
   AS $$ SELECT nextval('tok') $$;
 CREATE FUNCTION zk_lock_request_release(n text) RETURNS int LANGUAGE sql
   AS $$ SELECT 0 $$;
+CREATE FUNCTION zk_lock_holders(n text, OUT holding bool, OUT cluster_name text)
+  LANGUAGE sql AS $$ SELECT true, 'elsewhere' $$;
 CREATE FUNCTION zk_semaphore_acquire(n text, p int, t int) RETURNS bool
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -1304,8 +1312,9 @@ def main():
 
     def on_signal(signum, frame):
         raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+    # SIGINT too: a shell starts a background job with it ignored.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, on_signal)
     run = Run(args)
     code = 2
     try:
