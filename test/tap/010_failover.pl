@@ -41,6 +41,7 @@ for my $victim_role (qw(leader holders_server))
 		($victim) = grep { $zk->client_port($_) == $port } $zk->running;
 	}
 	my $role = $zk->mode($victim);
+	my $log_offset = -s $node_a->logfile;
 	my $t0 = time;
 	$zk->kill9($victim);
 	note "killed server $victim, the $role ($victim_role)";
@@ -57,6 +58,18 @@ for my $victim_role (qw(leader holders_server))
 		"$victim_role: holder kept its ZooKeeper session");
 	isnt(zk_session_field($holder, 'server'), '127.0.0.1:' . $zk->client_port($victim),
 		"$victim_role: holder is connected to a surviving server");
+	if ($victim_role eq 'holders_server')
+	{
+		# zklock's own lines tell the story (the client's are DEBUG1).
+		my $log = slurp_file($node_a->logfile, $log_offset);
+		my $port = $zk->client_port($victim);
+		like($log,
+			qr/LOG:  zklock: ZooKeeper session $session_id lost its connection to 127\.0\.0\.1:$port; reconnecting/,
+			"$victim_role: the server log says the session lost its connection");
+		like($log,
+			qr/LOG:  zklock: ZooKeeper session $session_id reconnected to 127\.0\.0\.1:(?!$port\b)\d+/,
+			"$victim_role: and that it reconnected to another server");
+	}
 	# The new quorum may cut clients off once more while it settles, which
 	# leaves the lock uncertain for a moment; it must come back, never lost.
 	my $state;

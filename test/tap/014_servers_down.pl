@@ -130,7 +130,15 @@ ok(defined wait_worker_session($node), 'the session worker gets its new session'
 is($s->query_safe(q{SELECT zk_lock_acquire('down')}), 't',
 	'the same PostgreSQL session locks again');
 note sprintf('first lock %.2f s after the servers were started', elapsed_since($t_up));
-isnt(zk_session_field($s, 'session_id'), $old_session, 'on a new ZooKeeper session');
+my $new_session = zk_session_field($s, 'session_id');
+isnt($new_session, $old_session, 'on a new ZooKeeper session');
+my $log = slurp_file($node->logfile);
+like($log,
+	qr/LOG:  zklock: ZooKeeper session $old_session is lost: no ZooKeeper server was heard from for longer than its timeout/,
+	'the server log says why the session was given up');
+like($log,
+	qr/LOG:  zklock: ZooKeeper session $new_session established with 127\.0\.0\.1:\d+ \(timeout \d+ ms\), replacing session $old_session/,
+	'and which session the new one replaces');
 is(scalar @{ queue_nodes($zk, 'down') }, 1, 'exactly one node for the lock');
 $s->query_safe(q{SELECT zk_lock_release('down')});
 $s->quit;
