@@ -506,7 +506,7 @@ sub version
 {
 	my ($self, $i) = @_;
 	my $srvr = $self->flw($i // ($self->running)[0], 'srvr') // return undef;
-	return $srvr =~ /^Zookeeper version: ([^,\s]+)/m ? $1 : undef;
+	return $srvr =~ /^Zookeeper version: ([\d.]+)/m ? $1 : undef;
 }
 
 # Run a proxy (test/zk/tcpproxy.py or zkrelay.py) with these arguments;
