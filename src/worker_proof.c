@@ -18,11 +18,13 @@
  *    the touch, before it answered that request;
  *  - a write sent after that answer reaches the leader behind the PING's
  *    reply on the server's one stream to it, so the leader touched the
- *    session, at a time after a, before it checked the write, and a
- *    quorum committed the write, so no later leader began before either.
+ *    session (through that PING, or an earlier one that took the touch) at
+ *    a time after the send, before it checked the write, and a quorum
+ *    committed the write, so no later leader began before either.
  * A touch can be lost in a race inside the server (the touch table is
- * swapped out under it by a PING); then the send answered before that one
- * was sent was heard through that PING, so the proof starts from it.  The
+ * swapped out under it by a PING); then a send answered before that one
+ * was made was heard through that PING or an earlier one, so the proof
+ * starts from such a send's sending.  The
  * connection's connect request is heard as such: the leader itself
  * revalidates the session.  Nothing heard on one connection counts on the
  * next: its server may have lost its leader since.
@@ -106,7 +108,7 @@ heard_for_write(int64 w)
 	before = step_before(touched->sent_at, true);
 	if (before == NULL)
 		return connect_sent;
-	return Max(before->answered_at, connect_sent);
+	return Max(before->sent_at, connect_sent);
 }
 
 static void

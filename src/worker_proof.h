@@ -25,7 +25,7 @@
  *  - PROOF_GUARD_MARGIN: what the guard keeps for the commit record to be
  *    written, and what a close of the session waits for committers.
  * A write answered a round trip after it was sent proves at least
- * T - PING_BOUND - 3 SYNC_PERIOD - 6 round trips, 0.45 T: more than the
+ * T - PING_BOUND - 3 SYNC_PERIOD - 7 round trips, 0.45 T: more than the
  * margin, with 0.12 T to spare before the guard must ask again.
  */
 #define PROOF_PING_BOUND(t) ((t) * 2 / 5)
