@@ -65,6 +65,8 @@ static int64 connect_sent = 0;
 
 /* The worker's chain of syncs. */
 static bool sync_in_flight = false;
+static int64 sync_sent_at = 0;
+static bool read_behind_sync = false;
 static int64 last_leader_send = 0;
 
 static Step *
@@ -225,21 +227,39 @@ proof_provable(void)
 }
 
 /*
- * Milliseconds until the worker should send the next sync of its chain;
- * -1: none (not connected, or one is in flight).
+ * What the worker should send next of its own, and in how many
+ * milliseconds: the chain's next sync, PROOF_SYNC_PERIOD after the last
+ * sync or write was sent; or, while a sync has been in flight that long, one
+ * read behind it.  ZooKeeper 3.8.0 (Debian 12's) can leave an answer
+ * uncommitted until another request of that server comes
+ * (ZOOKEEPER-4537, CommitProcessor's lost wake-up), and with one session
+ * per server and the client's pings held back while a request is
+ * outstanding nothing else might come.
  */
-long
-proof_sync_in(int64 now)
+ProofSend
+proof_next_send(int64 now, long *in_ms)
 {
-	if (connection_timeout == 0 || sync_in_flight)
-		return -1;
-	return (long) Max(last_leader_send + PROOF_SYNC_PERIOD(connection_timeout) - now, 0);
+	int64		due;
+
+	if (connection_timeout == 0 || (sync_in_flight && read_behind_sync))
+		return PROOF_SEND_NONE;
+	due = (sync_in_flight ? sync_sent_at : last_leader_send) +
+		PROOF_SYNC_PERIOD(connection_timeout);
+	*in_ms = (long) Max(due - now, 0);
+	return sync_in_flight ? PROOF_SEND_READ : PROOF_SEND_SYNC;
 }
 
 void
-proof_sync_sent(int64 now)
+proof_sent(ProofSend what, int64 now)
 {
+	if (what == PROOF_SEND_READ)
+	{
+		read_behind_sync = true;
+		return;
+	}
 	sync_in_flight = true;
+	read_behind_sync = false;
+	sync_sent_at = now;
 	last_leader_send = Max(last_leader_send, now);
 }
 

@@ -21,7 +21,8 @@
  *    the rest, 0.15 T, is slack for the leader's own delays.
  *  - PROOF_SYNC_PERIOD: the worker's chain of syncs, one sent this long
  *    after the previous sync or write was sent, none while one is in
- *    flight.
+ *    flight; and the time after which a sync in flight gets a read behind
+ *    it (see proof_next_send).
  *  - PROOF_GUARD_MARGIN: what the guard keeps for the commit record to be
  *    written, and what a close of the session waits for committers.
  * A write answered a round trip after it was sent proves at least
@@ -44,8 +45,17 @@ typedef enum ProofOp
 extern void proof_connection(int64_t connect_sent_after, int timeout_ms);
 extern void proof_answered(int64_t sent_at, ProofOp op, int rc, int64_t now);
 extern int64_t proof_provable(void);
-extern long proof_sync_in(int64_t now);
-extern void proof_sync_sent(int64_t now);
+
+/* What the worker sends of its own, to keep a proof at hand. */
+typedef enum ProofSend
+{
+	PROOF_SEND_NONE,
+	PROOF_SEND_SYNC,			/* the chain's next sync */
+	PROOF_SEND_READ				/* a read behind a sync that takes long */
+} ProofSend;
+
+extern ProofSend proof_next_send(int64_t now, long *in_ms);
+extern void proof_sent(ProofSend what, int64_t now);
 extern void proof_sync_settled(void);
 
 /* Supplied by the caller: raise proven_until, set provable (0: none). */

@@ -395,6 +395,15 @@ chain_sync_done(int rc, const char *value, const void *data)
 	worker_call_free(call);
 }
 
+static void
+chain_read_done(int rc, const struct Stat *stat, const void *data)
+{
+	Call	   *call = (Call *) data;
+
+	worker_heard(call, rc, PROOF_OP_READ);
+	worker_call_free(call);
+}
+
 /*
  * Hand a call to the client.  sr is the backend's request for CALL_REPLY
  * (NULL for a retry of a cleanup).  A call the client refuses at once
@@ -431,6 +440,11 @@ issue_call_now(Call *call, SharedRequest *sr)
 			rc = zoo_async(worker_zh, "/", chain_sync_done, call);
 			if (rc != ZOK)
 				chain_sync_done(rc, NULL, call);
+			return;
+		case CALL_CHAIN_READ:
+			rc = zoo_aexists(worker_zh, "/", 0, chain_read_done, call);
+			if (rc != ZOK)
+				chain_read_done(rc, NULL, call);
 			return;
 		case CALL_ARM:
 			return;				/* issued where it is made */
@@ -487,13 +501,18 @@ issue_call_now(Call *call, SharedRequest *sr)
 	}
 }
 
-/* The next sync of the chain that keeps a proof at hand (worker_proof.c). */
+/* What worker_proof.c asks to send now, to keep a proof at hand. */
 void
-worker_send_chain_sync(void)
+worker_send_proof_request(void)
 {
-	Call	   *call = worker_call_new(CALL_CHAIN_SYNC);
+	long		in_ms = -1;
+	ProofSend	what = proof_next_send(bridge_now_ms(), &in_ms);
+	Call	   *call;
 
-	proof_sync_sent(call->sent_at);
+	if (what == PROOF_SEND_NONE || in_ms > 0)
+		return;
+	call = worker_call_new(what == PROOF_SEND_SYNC ? CALL_CHAIN_SYNC : CALL_CHAIN_READ);
+	proof_sent(what, call->sent_at);
 	worker_issue_call(call, NULL);
 }
 

@@ -560,6 +560,7 @@ close_session(bool lost)
 				worker_call_free(call);
 				break;
 			case CALL_CHAIN_SYNC:
+			case CALL_CHAIN_READ:
 				worker_call_free(call);
 				break;
 		}
@@ -626,14 +627,14 @@ static long
 next_turn_in(void)
 {
 	long		wait = SLOT_CHECK_MS;
-	long		chain_sync = proof_sync_in(bridge_now_ms());
+	long		proof_send_in = 0;
 
 	if (worker_zh == NULL)
 		return Max(retry_open_at - bridge_now_ms(), 1);
 	if (close_deadline != 0)
 		wait = Min(Max(close_deadline - bridge_now_ms(), 1), wait);
-	if (chain_sync >= 0)
-		wait = Min(Max(chain_sync, 1), wait);
+	if (proof_next_send(bridge_now_ms(), &proof_send_in) != PROOF_SEND_NONE)
+		wait = Min(Max(proof_send_in, 1), wait);
 	return wait;
 }
 
@@ -1093,8 +1094,8 @@ zklock_worker_main(Datum arg)
 
 		worker_drain_queue();
 		worker_check_slots();
-		if (worker_zh != NULL && proof_sync_in(bridge_now_ms()) == 0)
-			worker_send_chain_sync();
+		if (worker_zh != NULL)
+			worker_send_proof_request();
 		client_turn(worker_zh, next_turn_in());
 		CHECK_FOR_INTERRUPTS();
 	}
