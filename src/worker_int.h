@@ -85,7 +85,8 @@ typedef enum CallKind
 	CALL_DELETE_TAGGED,			/* a cleanup: list path, delete the tagged child */
 	CALL_ARM,					/* (re)set a watch the worker keeps */
 	CALL_REWRITE,				/* a held node's data, a request recorded */
-	CALL_HEARTBEAT				/* a read of the worker's own: see worker_proof.c */
+	CALL_CHAIN_SYNC,			/* a sync of the worker's own: see worker_proof.c */
+	CALL_CHAIN_READ				/* a read behind it */
 } CallKind;
 
 /* Everything handed to the client, until its completion runs. */
@@ -156,7 +157,7 @@ extern void worker_flush_deferred(void);
 extern void worker_drop_deferred(void);
 extern void worker_drain_queue(void);
 extern void worker_issue_backlog(void);
-extern void worker_send_heartbeat(void);
+extern void worker_send_proof_request(void);
 
 /* the watches */
 extern void worker_watch_free(WorkerWatch *ww);

@@ -101,7 +101,7 @@ static void worker_cleanup_delete_tagged(int slot, uint32 incarnation, const cha
 static Call *worker_call_new(CallKind kind);
 static bool worker_still_current(Call *call);
 static bool worker_nothing_left(int rc);
-static void worker_heard(Call *call, int rc, bool write);
+static void worker_heard(Call *call, int rc, ProofOp op);
 static void worker_reply(Call *call, SharedRequest *sr, int rc);
 static void worker_issue_call(Call *call, SharedRequest *sr);
 static bool worker_defer(DeferKind kind, Call *call, WorkerWatch *ww);
@@ -120,7 +120,6 @@ worker_call_new(CallKind kind)
 	call->kind = kind;
 	call->epoch = worker_generation;
 	call->sent_at = bridge_now_ms();
-	proof_sent(call->sent_at);
 	call->req = InvalidDsaPointer;
 	call->held = InvalidDsaPointer;
 	dlist_push_tail(&worker_in_flight, &call->in_flight);
@@ -131,6 +130,8 @@ worker_call_new(CallKind kind)
 void
 worker_call_free(Call *call)
 {
+	if (call->kind == CALL_CHAIN_SYNC)
+		proof_sync_settled();
 	/* A release's delete that ends without an answer proves nothing. */
 	if (DsaPointerIsValid(call->held))
 		worker_settle_release(call, false, true);
@@ -152,36 +153,43 @@ worker_still_current(Call *call)
 	return worker_zh != NULL && call->epoch == worker_generation;
 }
 
-/*
- * A reply the server itself gave, which proves that it still held the
- * session when it processed the request.
- */
-static bool
-server_answered(int rc)
+/* How a request of a backend's reaches its answer, for worker_proof.c. */
+static ProofOp
+proof_op(ZkRequestKind kind)
 {
-	return rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS ||
-		rc == ZBADVERSION || rc == ZNOTEMPTY || rc == ZNOAUTH ||
-		rc == ZNOCHILDRENFOREPHEMERALS;
-}
-
-/* A create, delete or set: answered, an error too, once a quorum committed it. */
-static bool
-is_write(ZkRequestKind kind)
-{
-	return kind == ZKREQ_CREATE || kind == ZKREQ_SET || kind == ZKREQ_DELETE;
+	switch (kind)
+	{
+		case ZKREQ_CREATE:
+		case ZKREQ_SET:
+		case ZKREQ_DELETE:
+			return PROOF_OP_WRITE;
+		case ZKREQ_SYNC:
+			return PROOF_OP_SYNC;
+		default:
+			return PROOF_OP_READ;
+	}
 }
 
 /*
- * The server answered a call of the open session: a send it heard, and for
- * a write a commit after it was sent, which may prove the session alive for
- * a while (worker_proof.c).  A refused write may be answered without a
- * commit (ZooKeeper's zookeeper.enableEagerACLCheck).
+ * The client answered a call: if it was of the open session, what the
+ * answer proves about the session (worker_proof.c).
  */
 static void
-worker_heard(Call *call, int rc, bool write)
+worker_heard(Call *call, int rc, ProofOp op)
 {
-	if (call->epoch == worker_generation && server_answered(rc))
-		proof_answered(call->sent_at, write && rc != ZNOAUTH);
+	if (call->epoch == worker_generation)
+		proof_answered(call->sent_at, op, rc, bridge_now_ms());
+}
+
+/* worker_proof.c's proof, for the commit guards (bridge_proven_until). */
+void
+proof_publish(int64 proven_until, int64 provable)
+{
+	SpinLockAcquire(&zk_shared->mutex);
+	if (proven_until > zk_shared->proven_until)
+		zk_shared->proven_until = proven_until;
+	zk_shared->provable = provable;
+	SpinLockRelease(&zk_shared->mutex);
 }
 
 /* A reply after which there is nothing left to clean up or to report. */
@@ -205,7 +213,7 @@ worker_complete(Call *call, SharedRequest *sr, int rc)
 	Latch	   *latch;
 
 	sr->rc = rc;
-	worker_heard(call, rc, is_write(sr->kind));
+	worker_heard(call, rc, proof_op(sr->kind));
 	/* A create's held record that no watch took: its reference is ours. */
 	if (DsaPointerIsValid(sr->held))
 	{
@@ -379,11 +387,20 @@ sync_done(int rc, const char *value, const void *data)
 }
 
 static void
-heartbeat_done(int rc, const struct Stat *stat, const void *data)
+chain_sync_done(int rc, const char *value, const void *data)
 {
 	Call	   *call = (Call *) data;
 
-	worker_heard(call, rc, false);
+	worker_heard(call, rc, PROOF_OP_SYNC);
+	worker_call_free(call);
+}
+
+static void
+chain_read_done(int rc, const struct Stat *stat, const void *data)
+{
+	Call	   *call = (Call *) data;
+
+	worker_heard(call, rc, PROOF_OP_READ);
 	worker_call_free(call);
 }
 
@@ -419,10 +436,15 @@ issue_call_now(Call *call, SharedRequest *sr)
 			if (rc != ZOK)
 				worker_rewrite_done(rc, NULL, call);
 			return;
-		case CALL_HEARTBEAT:
-			rc = zoo_aexists(worker_zh, "/", 0, heartbeat_done, call);
+		case CALL_CHAIN_SYNC:
+			rc = zoo_async(worker_zh, "/", chain_sync_done, call);
 			if (rc != ZOK)
-				heartbeat_done(rc, NULL, call);
+				chain_sync_done(rc, NULL, call);
+			return;
+		case CALL_CHAIN_READ:
+			rc = zoo_aexists(worker_zh, "/", 0, chain_read_done, call);
+			if (rc != ZOK)
+				chain_read_done(rc, NULL, call);
 			return;
 		case CALL_ARM:
 			return;				/* issued where it is made */
@@ -479,14 +501,19 @@ issue_call_now(Call *call, SharedRequest *sr)
 	}
 }
 
-/*
- * A request of the worker's own, on a connection that has carried nothing
- * for a while: see worker_proof.c.
- */
+/* What worker_proof.c asks to send now, to keep a proof at hand. */
 void
-worker_send_heartbeat(void)
+worker_send_proof_request(void)
 {
-	worker_issue_call(worker_call_new(CALL_HEARTBEAT), NULL);
+	long		in_ms = -1;
+	ProofSend	what = proof_next_send(bridge_now_ms(), &in_ms);
+	Call	   *call;
+
+	if (what == PROOF_SEND_NONE || in_ms > 0)
+		return;
+	call = worker_call_new(what == PROOF_SEND_SYNC ? CALL_CHAIN_SYNC : CALL_CHAIN_READ);
+	proof_sent(what, call->sent_at);
+	worker_issue_call(call, NULL);
 }
 
 /*
@@ -998,7 +1025,7 @@ worker_rewrite_done(int rc, const struct Stat *stat, const void *data)
 		worker_issue_call(call, NULL);
 	else
 	{
-		worker_heard(call, rc, true);
+		worker_heard(call, rc, PROOF_OP_WRITE);
 		worker_call_free(call);
 	}
 }
@@ -1116,7 +1143,7 @@ worker_watch_armed(int rc, WorkerWatch *ww, Call *call)
 	if (DsaPointerIsValid(call->req))
 		worker_complete(call, dsa_get_address(zk_area, call->req), rc);
 	else
-		worker_heard(call, rc, false);
+		worker_heard(call, rc, PROOF_OP_READ);
 	if (again)
 		worker_arm_watch(ww, NULL);
 	/* Not set: the client keeps no watcher for a failed get. */
@@ -1382,7 +1409,7 @@ worker_delete_done(int rc, const void *data)
 		worker_issue_call(call, NULL);
 		return;
 	}
-	worker_heard(call, rc, true);
+	worker_heard(call, rc, PROOF_OP_WRITE);
 	if (rc != ZOK && rc != ZNONODE)
 		report_cleanup_failure(call, rc);
 
@@ -1412,7 +1439,7 @@ worker_tagged_done(int rc, const struct String_vector *strings, const void *data
 		worker_issue_call(call, NULL);
 		return;
 	}
-	worker_heard(call, rc, false);
+	worker_heard(call, rc, PROOF_OP_READ);
 	if (rc == ZOK && worker_still_current(call))
 	{
 		for (int i = 0; i < strings->count; i++)

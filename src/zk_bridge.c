@@ -795,16 +795,18 @@ bridge_watch_events(void)
 
 /*
  * Until when (bridge_now_ms) the open session provably lives, whoever leads
- * the ensemble: the worker's latest proof from a write's reply
- * (worker_proof.c); 0: none yet in this session.
+ * the ensemble: the worker's latest proof from a write's reply; 0: none yet
+ * in this session.  *provable: what a write sent now would prove, 0: none
+ * (worker_proof.c).
  */
 int64_t
-bridge_proven_until(void)
+bridge_proof(int64_t *provable)
 {
 	int64_t		t;
 
 	SpinLockAcquire(&zk_shared->mutex);
 	t = zk_shared->proven_until;
+	*provable = zk_shared->provable;
 	SpinLockRelease(&zk_shared->mutex);
 	return t;
 }

@@ -79,7 +79,7 @@ extern void bridge_free(ZkRequest *req);
 extern void bridge_abandon(ZkRequest *req);
 
 /* How recently the server is known to have held the session. */
-extern int64_t bridge_proven_until(void);
+extern int64_t bridge_proof(int64_t *provable);
 
 /*
  * Watches on the nodes the backend created: deleted by others = lost;

@@ -15,6 +15,7 @@
 #include "miscadmin.h"
 
 #include "guc.h"
+#include "worker_proof.h"
 #include "zk_bridge.h"
 #include "zk_shared.h"
 #include "zk_session.h"
@@ -75,6 +76,17 @@ zk_session_is_current(uint64 gen)
 	return gen != 0 && gen == zk_session_generation();
 }
 
+/*
+ * Whether the session of generation gen (0: whichever is open) is gone:
+ * lost, or lost and replaced by the worker already.
+ */
+static bool
+session_gone(uint64 gen)
+{
+	return zk_session_status() == ZK_SESSION_LOST ||
+		(gen != 0 && !zk_session_is_current(gen));
+}
+
 /* The message of a session lost under a backend: one sentence per activity. */
 static int
 lost_message(ZkActivity doing)
@@ -121,12 +133,7 @@ zk_session_no_answer(ZkActivity doing)
 void
 zk_session_check_alive(ZkActivity doing)
 {
-	ZkSessionSnapshot snap;
-
-	/* Lost, or lost and replaced by the worker already. */
-	bridge_session_snapshot(&snap);
-	if (zk_session_status() == ZK_SESSION_LOST ||
-		(call_generation != 0 && snap.generation != call_generation))
+	if (session_gone(call_generation))
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 lost_message(doing),
@@ -291,41 +298,28 @@ zk_session_require(void)
 	call_generation = zk_session_generation();
 }
 
-/* Whether the session provably lives for the guard's margin from now. */
-static bool
-proven_for(int margin_ms)
-{
-	return zk_session_status() == ZK_SESSION_CONNECTED &&
-		bridge_now_ms() + margin_ms <= bridge_proven_until();
-}
-
 /*
  * The commit guard's proof that the session still lives (DESIGN 2 and 3):
  * the client's "connected" is a belief that a process stopped for longer
  * than the session timeout (a VM stall, SIGSTOP) still holds when it
  * resumes, and a reply proves only that the session lived when the server
  * answered.  The worker knows until when the session provably lives, from
- * its sends the leader heard of and the writes a quorum answered after
- * them (worker_proof.c; the argument is in docs/internals.md); the guard
- * passes while that leaves ZK_GUARD_MARGIN for the commit record.  Time is
- * counted on the boot clock, which runs during a suspend.  Otherwise, one
- * round trip: a set of a held node (probe) at a version no node has, which
- * the leader refuses through a quorum's commit, with ZBADVERSION while the
- * session and the node live and ZNONODE once the node is gone (the lock is
- * lost then), and which moves the worker's proof on.  A proof that still
- * leaves too little (the heard sends it rests on were old) is asked again
- * once the check itself can be such a send.  Returns once proven or the
- * session is lost (written off then, for the caller); waits at most the
- * session timeout.  Serves interrupts.
+ * the order of its replies (worker_proof.c; the argument is in
+ * docs/internals.md); the guard passes while that leaves the margin for
+ * the commit record.  Time is counted on the boot clock, which runs during
+ * a suspend.  Otherwise it asks for a write: a set of a held node (probe)
+ * at a version no node has, which the leader refuses through a quorum's
+ * commit, with ZBADVERSION while the session and the node live and ZNONODE
+ * once the node is gone (the lock is lost then); worker_proof.c says when.
+ * Returns once proven or the session is gone (written off then, for the
+ * caller); waits at most the session timeout.  Serves interrupts.
  */
 void
 zk_session_confirm(const char *probe, HeldWatch *probe_watch)
 {
 	ZkSessionSnapshot snap;
-	int			timeout_ms;
-	int			margin_ms;
-	int64		deadline;
-	volatile int64 next_check_at = 0;
+	ProofGuard	guard;
+	int64		provable;
 	ZkRequest  *volatile check = NULL;
 	volatile bool confirmed = false;
 
@@ -334,36 +328,16 @@ zk_session_confirm(const char *probe, HeldWatch *probe_watch)
 	bridge_session_snapshot(&snap);
 	if (snap.generation == 0)
 		return;
-	timeout_ms = snap.timeout_ms > 0 ? snap.timeout_ms : zklock_session_timeout;
-	margin_ms = ZK_GUARD_MARGIN(timeout_ms);
-	if (proven_for(margin_ms))
-		return;
+	proof_guard_begin(&guard, bridge_now_ms(),
+					  snap.timeout_ms > 0 ? snap.timeout_ms : zklock_session_timeout);
 
-	deadline = bridge_now_ms() + timeout_ms;
 	PG_TRY();
 	{
 		for (;;)
 		{
-			ZkSessionStatus status = zk_session_status();
-			int64		now = bridge_now_ms();
-			int64		left = deadline - now;
+			long		wait_ms = 0;
+			ProofGuardStep step;
 
-			/*
-			 * The worker may give the session up and open the next one before
-			 * this backend looks: the new one's "connecting", and its proof
-			 * once connected, say nothing of this session.
-			 */
-			if (status == ZK_SESSION_LOST || left <= 0 ||
-				!zk_session_is_current(snap.generation))
-				break;
-			if (proven_for(margin_ms))
-			{
-				confirmed = true;
-				break;
-			}
-			if (check == NULL && status == ZK_SESSION_CONNECTED &&
-				now >= next_check_at)
-				check = bridge_set(probe, NULL, 0, -2);
 			if (check != NULL && bridge_done(check))
 			{
 				int			rc = check->rc;
@@ -376,15 +350,31 @@ zk_session_confirm(const char *probe, HeldWatch *probe_watch)
 					bridge_held_mark_deleted(probe_watch);
 					break;
 				}
-				if (rc == ZBADVERSION)
-					next_check_at = now + ZK_PING_BOUND(timeout_ms);
-				else if (!bridge_reply_lost(rc))
+				if (rc != ZBADVERSION && !bridge_reply_lost(rc))
 					break;
-				continue;
 			}
-			if (check == NULL && next_check_at > now)
-				left = Min(left, next_check_at - now);
-			zk_session_wait(left);
+
+			/*
+			 * The worker may give the session up and open the next one before
+			 * this backend looks: the new one's "connecting", and its proof
+			 * once connected, say nothing of this session.
+			 */
+			step = proof_guard_step(&guard, bridge_now_ms(),
+									zk_session_status() == ZK_SESSION_CONNECTED,
+									session_gone(snap.generation),
+									check != NULL, bridge_proof(&provable),
+									provable, &wait_ms);
+			if (step == PROOF_GUARD_PASS)
+			{
+				confirmed = true;
+				break;
+			}
+			if (step == PROOF_GUARD_GIVE_UP)
+				break;
+			if (step == PROOF_GUARD_ASK)
+				check = bridge_set(probe, NULL, 0, -2);
+			else
+				zk_session_wait(wait_ms);
 		}
 	}
 	PG_FINALLY();

@@ -112,25 +112,6 @@ typedef struct ZkSlot
  */
 #define REVOKE_SIGNAL SIGUSR2
 
-/*
- * The commit guard's times, as parts of the negotiated session timeout T
- * (docs/internals.md, "What proves that the session lives"):
- *  - ZK_GUARD_MARGIN: what the guard keeps for the commit record to be
- *    written, and what a close of the session waits for committers;
- *  - ZK_PING_BOUND: the longest the leader's PINGs to a follower take to
- *    come and be answered: tickTime/2, and tickTime <= T/2 where
- *    minSessionTimeout is ZooKeeper's default 2 x tickTime, with a fifth
- *    more for the leader's own delays;
- *  - ZK_HEARTBEAT: the longest the worker leaves its connection silent, so
- *    that a recent heard send is there when a write's reply comes.
- * A write answered at q proves the session until q - PING_BOUND -
- * HEARTBEAT + T at least: 0.53 T, more than the margin with room for the
- * round trip.
- */
-#define ZK_GUARD_MARGIN(t) ((t) / 3)
-#define ZK_PING_BOUND(t) ((t) * 3 / 10)
-#define ZK_HEARTBEAT(t) ((t) / 6)
-
 /* Size of the server-wide hint of lock parents that exist. */
 #define ZK_KNOWN_PARENTS 8192
 
@@ -146,6 +127,7 @@ typedef struct ZkShared
 	uint64		last_generation;	/* never reused while the server runs */
 	ZkSessionSnapshot session;
 	int64		proven_until;	/* see bridge_proven_until */
+	int64		provable;		/* what a write sent now would prove (worker_proof.c) */
 	uint64		closed_by_server;	/* see bridge_closed_by_server */
 	int			open_error;		/* errno of a failed zookeeper_init, or: */
 #define ZK_OPEN_BAD_AUTH (-1)	/* zklock.auth is not user:password */

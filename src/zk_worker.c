@@ -559,7 +559,8 @@ close_session(bool lost)
 					worker_complete(call, dsa_get_address(zk_area, call->req), ZCLOSING);
 				worker_call_free(call);
 				break;
-			case CALL_HEARTBEAT:
+			case CALL_CHAIN_SYNC:
+			case CALL_CHAIN_READ:
 				worker_call_free(call);
 				break;
 		}
@@ -609,7 +610,7 @@ request_close(bool lost)
 		return;
 	(void) close_gate();
 	close_lost = lost;
-	close_deadline = bridge_now_ms() + Max(ZK_GUARD_MARGIN(zoo_recv_timeout(worker_zh)), 1);
+	close_deadline = bridge_now_ms() + Max(PROOF_GUARD_MARGIN(zoo_recv_timeout(worker_zh)), 1);
 }
 
 /* Close a session whose close was asked for, once it may be. */
@@ -626,14 +627,14 @@ static long
 next_turn_in(void)
 {
 	long		wait = SLOT_CHECK_MS;
-	long		heartbeat = proof_heartbeat_in();
+	long		proof_send_in = 0;
 
 	if (worker_zh == NULL)
 		return Max(retry_open_at - bridge_now_ms(), 1);
 	if (close_deadline != 0)
 		wait = Min(Max(close_deadline - bridge_now_ms(), 1), wait);
-	if (heartbeat >= 0)
-		wait = Min(Max(heartbeat, 1), wait);
+	if (proof_next_send(bridge_now_ms(), &proof_send_in) != PROOF_SEND_NONE)
+		wait = Min(Max(proof_send_in, 1), wait);
 	return wait;
 }
 
@@ -1093,8 +1094,8 @@ zklock_worker_main(Datum arg)
 
 		worker_drain_queue();
 		worker_check_slots();
-		if (worker_zh != NULL && proof_heartbeat_in() == 0)
-			worker_send_heartbeat();
+		if (worker_zh != NULL)
+			worker_send_proof_request();
 		client_turn(worker_zh, next_turn_in());
 		CHECK_FOR_INTERRUPTS();
 	}
