@@ -109,6 +109,7 @@ CREATE TABLE sections (shape text, i int, granted timestamptz)});
 	$env->{b} = session($env->{node_b}, 'b');
 	$env->{r} = session($env->{node_a}, 'r');
 	$_->set_query_timer_restart for @$env{qw(b r)};
+	$env->{r}->query_safe('\set VERBOSITY verbose');
 
 	my $round = 0;
 	for my $shape (qw(i ii iii control))
@@ -199,11 +200,24 @@ sub wait_touch
 	die "no PING reply touching $sid within $timeout s";
 }
 
-sub read_as_a
+# A read of another backend of A's, sent now; read_outcome says later how
+# it ended (during a stall it may wait behind a request the leader must
+# answer, and fail).
+sub send_read
 {
 	my ($env) = @_;
-	$env->{r}->query_safe(q{SELECT count(*) FROM zk_lock_queue('G')});
+	send_query($env->{r}, q{SELECT count(*) FROM zk_lock_queue('G')}, 'read-done');
 	return;
+}
+
+sub read_outcome
+{
+	my ($env) = @_;
+	my $r = $env->{r};
+	wait_marker($r, 'read-done');
+	my ($state) = $r->{stderr} =~ /ERROR:\s+(\w{5}):/;
+	$r->{stderr} = '';
+	return defined $state ? "failed with $state" : 'answered';
 }
 
 # One stall round (or its control, $held false); returns { shape_ok, why,
@@ -250,7 +264,8 @@ sub stall_round
 			$after = $p + 0.01;
 		}
 		sleep_until_mono($aligned_at);
-		read_as_a($env);
+		send_read($env);
+		read_outcome($env);
 	}
 
 	# P: the follower's PING reply that reports A's session to the leader
@@ -285,7 +300,7 @@ sub stall_round
 	{
 		sleep_until_mono($read_at);
 		$read_sent = now_mono();
-		read_as_a($env);
+		send_read($env);
 		$W = $X - 0.3;
 	}
 	sleep_until_mono($W);
@@ -309,6 +324,7 @@ sub stall_round
 		push @released, $zk->relay_cmd('release l>f all');
 	}
 	wait_marker($a, 'committed');
+	my $read = defined $read_sent ? ' (' . read_outcome($env) . ')' : '';
 	my $refused = $a->{stderr} =~ /40001/ ? 1 : 0;
 	my $errors = join ' ', $a->{stderr} =~ /ERROR:\s+(\w{5})/g;
 	my $commit_at = $node_a->safe_psql('postgres', qq{
@@ -348,12 +364,12 @@ SELECT extract(epoch FROM pg_xact_commit_timestamp(xmin)) FROM work WHERE round 
 	my $unsafe = $commit_at ne '' && $b_ok eq 't' && $b_at < $commit_at;
 	my $rel = sub { defined $_[0] && $_[0] ne '' ? sprintf('%+.3f', $_[0] - mono_to_epoch($X)) : '-' };
 	diag sprintf(
-		'T=%d round %d %s: P %s%s; read %s; COMMIT %s; sent then (types) %s, %d proposal(s) '
+		'T=%d round %d %s: P %s%s; read %s%s; COMMIT %s; sent then (types) %s, %d proposal(s) '
 		  . 'of A\'s in part 1; expiring %s; %s; A %s, commit record %s; B granted %s; '
 		  . 'margin %s%s',
 		$T, $round, $name, $rel->(mono_to_epoch($P)),
 		defined $aligned_at ? ' (aligning read ' . $rel->(mono_to_epoch($aligned_at)) . ')' : '',
-		$rel->(defined $read_sent ? mono_to_epoch($read_sent) : undef),
+		$rel->(defined $read_sent ? mono_to_epoch($read_sent) : undef), $read,
 		$rel->(mono_to_epoch($commit_sent)), join(',', @sent) || '-', scalar @part1,
 		$rel->($expiring),
 		@released ? 'released: ' . join('; ', map { /release l>f (\d+ bytes \d+ frames)/ ? $1 : $_ } @released) : 'nothing held',
