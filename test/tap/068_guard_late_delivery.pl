@@ -336,16 +336,24 @@ SELECT extract(epoch FROM pg_xact_commit_timestamp(xmin)) FROM work WHERE round 
 	die "T=$T round $round: no answer from B ($b_out)" unless defined $b_ok;
 	my $expiring = $held ? expiring_at($zk, $sid) : undef;
 
-	# The event order: the leader expired the session at X (within 0.1 s),
-	# the COMMIT (or the create) was sent before X - 0.1 s, and in i and
-	# iii the read was sent during the stall.
+	# The event order: the COMMIT (or the create) was sent before
+	# X - 0.1 s, and the leader expired the session at X (within 0.1 s),
+	# unless it heard of A again after P: a reconnect's REVALIDATE (a
+	# client whose requests wait behind a held sync hears nothing and
+	# reconnects after 2T/3) touches the session, and then the session
+	# lives on.
 	my $lines = relay_lines($zk, $env->{from});
+	my ($revalidated) = map { $_->[0] } grep {
+		$_->[1] eq 'quorum' && $_->[3] eq 'f>l' && $_->[0] > $P && $_->[0] < $X
+		  && $_->[4] =~ /^(REVALIDATE .*sid=\Q$sid\E |PING .*touched=\S*\Q$sid\E)/i
+	} @$lines;
 	my ($shape_ok, $why) = (1, '');
 	if ($missed)
 	{
 		($shape_ok, $why) = (0, $missed);
 	}
-	elsif ($held && (!defined $expiring || abs($expiring - mono_to_epoch($X)) > 0.1))
+	elsif ($held && !defined $revalidated
+		&& (!defined $expiring || abs($expiring - mono_to_epoch($X)) > 0.1))
 	{
 		($shape_ok, $why) = (0, 'the leader did not expire the session at X');
 	}
@@ -371,7 +379,9 @@ SELECT extract(epoch FROM pg_xact_commit_timestamp(xmin)) FROM work WHERE round 
 		defined $aligned_at ? ' (aligning read ' . $rel->(mono_to_epoch($aligned_at)) . ')' : '',
 		$rel->(defined $read_sent ? mono_to_epoch($read_sent) : undef), $read,
 		$rel->(mono_to_epoch($commit_sent)), join(',', @sent) || '-', scalar @part1,
-		$rel->($expiring),
+		defined $expiring ? $rel->($expiring)
+		: defined $revalidated ? 'never: A touched again at ' . $rel->(mono_to_epoch($revalidated))
+		: '-',
 		@released ? 'released: ' . join('; ', map { /release l>f (\d+ bytes \d+ frames)/ ? $1 : $_ } @released) : 'nothing held',
 		$refused ? 'refused (40001)' : $commit_at ne '' ? 'committed' : "rolled back ($errors)",
 		$rel->($commit_at), $b_ok eq 't' ? $rel->($b_at) : 'not granted',
@@ -381,11 +391,16 @@ SELECT extract(epoch FROM pg_xact_commit_timestamp(xmin)) FROM work WHERE round 
 	# B lets go; after a stall, wait for A's next session; and for a clean
 	# lock tree.
 	$b->query_safe(q{SELECT zk_lock_release('G')}) if $b_ok eq 't';
-	if ($held)
+	if ($held && defined $expiring)
 	{
 		$node_a->poll_query_until('postgres', qq{
 SELECT state = 'connected' AND session_id <> '$sid' FROM zk_session()})
 		  or die "T=$T round $round: node A has no new session after the stall";
+	}
+	elsif ($held)
+	{
+		defined wait_worker_session($node_a, 3 * $Ts + 20)
+		  or die "T=$T round $round: node A has no session after the stall";
 	}
 	my $left = $zk->wait_no_ephemerals(ZK_ROOT, 3 * $Ts + 20);
 	die "T=$T round $round: lock nodes left: " . join(' ', map { $_->[0] } @$left) if @$left;
