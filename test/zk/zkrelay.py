@@ -32,9 +32,10 @@ c>s / s>c (client) or f>l / l>f (quorum: follower to leader, leader to
 follower).  WHAT is "connect sid=.. timeout=..", "connected sid=..
 timeout=..", "req xid=.. type=.. [path=..]", "rep xid=.. zxid=.. err=..
 type=..", or, for a quorum packet, its name, zxid, the sessions a
-follower's PING reply touches (touched=sid,...), and the session, cxid and
-type of a REQUEST, REVALIDATE or PROPOSAL (sid=.. cxid=.. type=..; a
-proposal's type -1 is an error txn).  The relay's own acts are logged as
+follower's PING reply touches (touched=sid,...), the session, cxid and
+type of a REQUEST or PROPOSAL (sid=.. cxid=.. type=..; a proposal's type
+-1 is an error txn), and the session a follower's REVALIDATE asks about
+(sid=.. timeout=..: the leader touches it).  The relay's own acts are logged as
 "MONO relay - - WHAT".
 
 Prints "ready" once listening.  Control: connect to the unix socket SOCKET
@@ -481,8 +482,10 @@ class QuorumParser:
             return text
         if qtype == 5 and not self.leader_side:
             text += " touched=" + ",".join("0x%x" % s for s in self.sessions(payload))
-        elif qtype in (1, 6) and len(payload) >= 16:
+        elif qtype == 1 and len(payload) >= 16:
             text += " sid=0x%x cxid=%d type=%d" % struct.unpack(">qii", payload[:16])
+        elif qtype == 6 and len(payload) >= 12 and not self.leader_side:
+            text += " sid=0x%x timeout=%d" % struct.unpack(">qi", payload[:12])
         elif qtype == 2 and len(payload) >= 32:
             sid, cxid = struct.unpack(">qi", payload[:12])
             text += " sid=0x%x cxid=%d type=%d" % (sid, cxid,
