@@ -236,8 +236,8 @@ sub stall_round
 
 	my $a = session($node_a, 'a');
 	$a->query_safe('\set VERBOSITY verbose');
-	$a->query_safe("BEGIN; INSERT INTO work VALUES ($round, '$name')"
-		  . ($shape eq 'iii' ? '' : q{; SELECT zk_lock_xact_acquire('G')}));
+	$a->query_safe($shape eq 'iii' ? 'BEGIN'
+		: "BEGIN; INSERT INTO work VALUES ($round, '$name'); SELECT zk_lock_xact_acquire('G')");
 	if ($shape ne 'iii')
 	{
 		send_query($b, $B_ACQUIRE, 'b-done');
@@ -307,7 +307,11 @@ sub stall_round
 	my $commit_sent = now_mono();
 	if ($shape eq 'iii')
 	{
-		send_query($a, q{SELECT zk_lock_xact_acquire('G'); COMMIT}, 'committed');
+		# A's row only if A got G: its create may come after B's (behind a
+		# request of the session that the follower holds until the leader's
+		# answer comes), and then A waits for B until it gives up.
+		send_query($a, qq{INSERT INTO work SELECT $round, '$name'
+  FROM (SELECT zk_lock_xact_acquire('G', $T) AS ok OFFSET 0) s WHERE ok; COMMIT}, 'committed');
 		sleep_until_mono($W + 0.1);
 		send_query($b, $B_ACQUIRE, 'b-done');
 	}
@@ -383,7 +387,8 @@ SELECT extract(epoch FROM pg_xact_commit_timestamp(xmin)) FROM work WHERE round 
 		: defined $revalidated ? 'never: A touched again at ' . $rel->(mono_to_epoch($revalidated))
 		: '-',
 		@released ? 'released: ' . join('; ', map { /release l>f (\d+ bytes \d+ frames)/ ? $1 : $_ } @released) : 'nothing held',
-		$refused ? 'refused (40001)' : $commit_at ne '' ? 'committed' : "rolled back ($errors)",
+		$refused ? 'refused (40001)' : $commit_at ne '' ? 'committed'
+		: $errors ? "rolled back ($errors)" : 'not granted G in time',
 		$rel->($commit_at), $b_ok eq 't' ? $rel->($b_at) : 'not granted',
 		$commit_at ne '' && $b_ok eq 't' ? sprintf('%+.3f', $b_at - $commit_at) : '-',
 		$unsafe ? ' UNSAFE' : '');
@@ -571,13 +576,18 @@ sub lag_long
 	}
 	my %conns = map { $_->[2] => 1 } grep { $_->[1] eq 'quorum' } @$lines;
 	my $rejoined = grep { $_->[4] =~ /^FOLLOWERINFO / } @$lines;
-	my $quiet = !grep { $_->[3] eq 'f>l' && $_->[4] =~ /^REQUEST / } @$lines;
+	# Nothing written: no write forwarded (a sync, type 9, is no proposal),
+	# no proposal delivered.
+	my $quiet = !grep {
+		($_->[3] eq 'f>l' && $_->[4] =~ /^REQUEST / && $_->[4] !~ / type=9\b/)
+		  || ($_->[3] eq 'l>f' && $_->[4] =~ /^PROPOSAL /)
+	} @$lines;
 	my $same = $node_a->safe_psql('postgres', 'SELECT session_id FROM zk_session()') eq $sid;
 	ok(defined $delay && $delay > $limit && keys %conns == 1 && !$rejoined
 		  && $zk->mode(1) eq 'follower' && $quiet && $same,
 		sprintf('T=%d lag-long: the leader\'s PINGs reach the follower %.1f s late (> %.0f s, '
-			  . 'tickTime x syncLimit), and it still follows on the same connection, no '
-			  . 'request forwarded, A\'s session still there', $T, $delay // -1, $limit))
+			  . 'tickTime x syncLimit), and it still follows on the same connection, nothing '
+			  . 'written, A\'s session still there', $T, $delay // -1, $limit))
 	  or diag explain { delay => $delay, connections => [ keys %conns ], rejoined => $rejoined,
 		mode => $zk->mode(1), quiet => $quiet, same_session => $same };
 	my $commit_sent = now_mono();
