@@ -1,0 +1,730 @@
+/*
+ * sim_main.c
+ *	  The proof simulation's adversary, checks and driver.  Each schedule
+ *	  is drawn from its seed: the ensemble's settings, link delays, load,
+ *	  the backends' rates, and in most schedules faults (holds of one
+ *	  direction of a quorum or client link released in one or two parts,
+ *	  lags, cuts, crashes, the leader's isolation, pauses of its ping loop
+ *	  within the stated bound, delays that open the touch table's race),
+ *	  timed or set off by what the model does (right after the worker's
+ *	  server reported the session's touch, forwarded a write, ...).
+ *
+ *	  Safety: no closeSession of the session is committed whose leader
+ *	  expired the session before a time the worker published as proven
+ *	  (checked when it is committed and at each later publication).
+ *	  Liveness, in schedules without faults: every COMMIT's guard passes,
+ *	  within GUARD_BOUND.
+ *
+ *	  zksim [--schedules N] [--seed S] [--jobs J] [--expect-unsafe]
+ *			[--max-lost-touches K] [--trace]
+ *	  Schedule i runs with seed S + i.  --trace prints each schedule's
+ *	  events (use it with --schedules 1 to replay one).  An unsafe
+ *	  schedule is replayed with its trace; --expect-unsafe (mutants) stops
+ *	  at the first and fails if there is none.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sim.h"
+#include "worker_proof.h"
+
+#ifndef SIM_VARIANT
+#define SIM_VARIANT "policy"
+#endif
+
+/*
+ * The stated assumption on the leader's ping loop: it queues a PING to
+ * every follower at least once in every window of PROOF_PING_BOUND, less
+ * the millisecond the worker's clock may hide.  SIM_PING_PAUSES (a mutant
+ * of the model) lets the leader pause for up to T.
+ */
+#ifdef SIM_PING_PAUSES
+#define MODEL_PING_WINDOW(t) ((usec) (t) * MS)
+#else
+#define MODEL_PING_WINDOW(t) ((usec) PROOF_PING_BOUND(t) * MS - MS)
+#endif
+
+/*
+ * Liveness: without faults, a COMMIT's guard passes within two rounds of
+ * the worker's chain and its own write, PROOF_SYNC_PERIOD and a look
+ * every fiftieth of T, each round trip within the links' delays.
+ */
+#define GUARD_BOUND(t, rtt) ((usec) PROOF_SYNC_PERIOD(t) * MS + (usec) (t) / 50 * MS + 4 * (rtt))
+
+Config		cfg;
+bool		schedule_over;
+
+/* ---- the checks ---- */
+
+static bool close_committed;
+static usec close_decided;
+static int	close_leader;
+static int64_t proven_max;
+static bool unsafe;
+static bool live_failed;
+static char failure[512];
+static usec guard_bound;
+static usec worst_rtt;
+
+typedef struct Stats
+{
+	long		schedules;
+	long		faulty;
+	long		unsafe;
+	long		live_failed;
+	long		guards_passed;
+	long		guards_gave_up;
+	long		ff_guards;
+	usec		ff_wait_max;
+	double		ff_wait_max_t;	/* in parts of T */
+	double		ff_wait_max_bound;	/* in parts of the bound */
+	uint64_t	first_unsafe;
+	uint64_t	first_live;
+	char		unsafe_msg[512];
+	char		live_msg[512];
+} Stats;
+
+static Stats st;
+
+void
+sim_fail(const char *fmt,...)
+{
+	va_list		ap;
+
+	if (failure[0] == '\0')
+	{
+		va_start(ap, fmt);
+		vsnprintf(failure, sizeof(failure), fmt, ap);
+		va_end(ap);
+		TRACE("CHECK FAILED: %s", failure);
+	}
+	schedule_over = true;
+}
+
+static void
+unsafe_if(void)
+{
+	/* proven_max is on the worker's clock */
+	if (close_committed && close_decided + worker_clock_off < proven_max * MS)
+	{
+		usec		proven = proven_max * MS - worker_clock_off;
+
+		unsafe = true;
+		sim_fail("UNSAFE: S%d expired the session at %lld.%03lld ms, before %lld.%03lld ms, which the worker published as proven",
+				 close_leader, (long long) (close_decided / MS), (long long) (close_decided % MS),
+				 (long long) (proven / MS), (long long) (proven % MS));
+	}
+}
+
+void
+check_close_committed(usec decided, int leader_server)
+{
+	close_committed = true;
+	close_decided = decided;
+	close_leader = leader_server;
+	unsafe_if();
+}
+
+void
+check_published(int64_t proven_until)
+{
+	if (proven_until > proven_max)
+		proven_max = proven_until;
+	unsafe_if();
+}
+
+void
+note_guard(bool passed, usec took, const char *why)
+{
+	if (passed)
+		st.guards_passed++;
+	else
+		st.guards_gave_up++;
+	if (cfg.faulty)
+		return;
+	st.ff_guards++;
+	if (took > st.ff_wait_max)
+		st.ff_wait_max = took;
+	if ((double) took / ((double) cfg.timeout_ms * MS) > st.ff_wait_max_t)
+		st.ff_wait_max_t = (double) took / ((double) cfg.timeout_ms * MS);
+	if ((double) took / (double) guard_bound > st.ff_wait_max_bound)
+		st.ff_wait_max_bound = (double) took / (double) guard_bound;
+	if (!passed)
+	{
+		live_failed = true;
+		sim_fail("LIVENESS: without faults, a guard gave up after %lld ms (%s)",
+				 (long long) (took / MS), why);
+	}
+	else if (took > guard_bound)
+	{
+		live_failed = true;
+		sim_fail("LIVENESS: without faults, a guard took %lld.%03lld ms, more than its bound %lld.%03lld ms",
+				 (long long) (took / MS), (long long) (took % MS),
+				 (long long) (guard_bound / MS), (long long) (guard_bound % MS));
+	}
+}
+
+/* ---- the adversary ---- */
+
+typedef enum PlanKind
+{
+	PL_HOLD,					/* hold one direction of a link */
+	PL_LAG,						/* slow one direction of a link */
+	PL_CUT,						/* the worker's connection is reset */
+	PL_CRASH,					/* a server crashes, restarts later */
+	PL_ISOLATE,					/* the leader is cut off, then back */
+	PL_LOAD						/* a burst of other clients' writes */
+} PlanKind;
+
+typedef enum Target
+{
+	TG_QDOWN,					/* leader -> the worker's server */
+	TG_QUP,						/* the worker's server -> leader */
+	TG_CDOWN,					/* the worker's server -> worker */
+	TG_CUP,						/* worker -> its server */
+	TG_OTHER,					/* leader -> another follower */
+	TG_LEADER,					/* PL_CRASH: the leader */
+	TG_SERVER					/* PL_CRASH: the worker's server */
+} Target;
+
+static const char *const plan_names[] = {"hold", "lag", "cut", "crash", "isolate", "load"};
+static const char *const target_names[] = {
+	"leader->worker's server", "worker's server->leader", "worker's server->worker",
+	"worker->its server", "leader->other follower", "the leader", "the worker's server"
+};
+static const char *const hook_names[] = {
+	"the worker's server reports the touch", "it forwards a write", "it forwards a sync",
+	"it answers a sync", "the leader commits the worker's write", "the leader expires the session"
+};
+
+typedef struct Plan
+{
+	PlanKind	kind;
+	Target		target;
+	usec		at;				/* when it fires, or is armed (hook >= 0) */
+	int			hook;			/* -1: timed */
+	bool		armed;
+	bool		fired;
+	usec		d1;				/* hold: the first part's release after */
+	usec		d2;				/* its duration (hold, lag, down time) */
+	usec		mark;			/* hold: the first part is what was sent in its first mark */
+	usec		lo;				/* lag */
+	usec		hi;
+} Plan;
+
+#define MAX_PLANS 8
+static Plan plans[MAX_PLANS];
+static int	nplans;
+
+static usec
+duration(void)
+{
+	usec		t = (usec) cfg.timeout_ms * MS;
+	usec		sl = (usec) cfg.tick_ms * cfg.sync_limit * MS;
+
+	switch (rng_between(0, 4))
+	{
+		case 0:
+			return rng_between(MS, t / 10);
+		case 1:
+			return rng_between(t / 10, t);
+		case 2:
+			return rng_between(t, (sl > t ? sl : t) + t / 2);
+		case 3:
+			return rng_between(t / 2, 3 * t);
+		default:
+			return rng_between(MS, 3 * t);
+	}
+}
+
+static int
+stream_of(Target target)
+{
+	int			sid = worker_conn_server();
+
+	switch (target)
+	{
+		case TG_QDOWN:
+			return zk_worker_server_link(sid, false);
+		case TG_QUP:
+			return zk_worker_server_link(sid, true);
+		case TG_CDOWN:
+			return worker_conn_stream(false);
+		case TG_CUP:
+			return worker_conn_stream(true);
+		case TG_OTHER:
+			for (int i = 0; i < NSERV; i++)
+				if (i != sid && zk_worker_server_link(i, false) >= 0)
+					return zk_worker_server_link(i, false);
+			return -1;
+		default:
+			return -1;
+	}
+}
+
+static void
+plan_fire(Plan *p)
+{
+	int			s;
+
+	p->fired = true;
+	switch (p->kind)
+	{
+		case PL_HOLD:
+			s = stream_of(p->target);
+			if (stream_open_p(s))
+				stream_hold(s, now + p->d1, now + p->mark, now + p->d2);
+			break;
+		case PL_LAG:
+			s = stream_of(p->target);
+			if (stream_open_p(s))
+				stream_lag(s, now + p->d2, p->lo, p->hi);
+			break;
+		case PL_CUT:
+			if (worker_conn_stream(true) >= 0)
+			{
+				TRACE("adversary: resets the worker's connection");
+				worker_drop_connection("reset by the adversary");
+			}
+			break;
+		case PL_CRASH:
+			{
+				int			sid = p->target == TG_LEADER ? zk_leader_server() : worker_conn_server();
+
+				if (sid >= 0)
+					zk_crash(sid, p->d2);
+			}
+			break;
+		case PL_ISOLATE:
+			zk_isolate_leader(now + p->d1, now + p->d2);
+			break;
+		case PL_LOAD:
+			zk_load_burst(now + p->d2, (double) p->lo);
+			break;
+	}
+}
+
+void
+adversary_hook(Hook hook, int server)
+{
+	for (int i = 0; i < nplans; i++)
+	{
+		Plan	   *p = &plans[i];
+
+		if (p->armed && !p->fired && p->hook == (int) hook &&
+			(server < 0 || server == worker_conn_server()))
+		{
+			TRACE("adversary: plan %d set off (%s)", i, hook_names[hook]);
+			plan_fire(p);
+		}
+	}
+}
+
+static void
+draw_plans(void)
+{
+	usec		t = (usec) cfg.timeout_ms * MS;
+
+	nplans = cfg.faulty ? (int) rng_between(1, 4) : 0;
+	for (int i = 0; i < nplans; i++)
+	{
+		Plan	   *p = &plans[i];
+
+		memset(p, 0, sizeof(*p));
+		p->kind = (PlanKind) rng_between(0, 9);
+		if (p->kind > PL_LOAD)
+			p->kind = PL_HOLD;	/* holds are most of it */
+		p->at = rng_between(0, cfg.horizon - t);
+		p->hook = rng_chance(0.6) ? (int) rng_between(0, HK_COUNT - 1) : -1;
+		p->d2 = duration();
+		p->d1 = rng_chance(0.5) ? p->d2 : rng_between(p->d2 / 4, p->d2);
+		p->mark = rng_chance(0.5) ? 0 : rng_between(0, p->d1);
+		switch (p->kind)
+		{
+			case PL_HOLD:
+				p->target = (Target) rng_between(TG_QDOWN, TG_OTHER);
+				if (rng_chance(0.4))
+					p->target = TG_QDOWN;
+				break;
+			case PL_LAG:
+				p->target = (Target) rng_between(TG_QDOWN, TG_OTHER);
+				p->lo = rng_chance(0.5) ? rng_between(0, t / 10) : rng_between(t / 2, t);
+				p->hi = p->lo + rng_between(0, t);
+				break;
+			case PL_CRASH:
+				p->target = rng_chance(0.5) ? TG_LEADER : TG_SERVER;
+				p->d2 = rng_between(10 * MS, 2 * t);
+				break;
+			case PL_LOAD:
+				p->lo = rng_between(50, 500);
+				p->d2 = rng_between(MS, t / 2);
+				break;
+			default:
+				break;
+		}
+		ev_at(p->at, EV_FAULT, i, 0);
+	}
+}
+
+static double
+pick(const double *v, int n)
+{
+	return v[rng_between(0, n - 1)];
+}
+
+static void
+draw_config(void)
+{
+	static const int timeouts[] = {2000, 4000, 6000, 10000, 20000};
+	static const double pause_p[] = {0, 0.05, 0.3};
+	static const double preempt_p[] = {0, 0.05, 0.3};
+	static const double lose_p[] = {0, 0.5, 1};
+	static const double load[] = {0, 2, 20};
+	static const double reads[] = {0, 1, 10};
+	static const double writes[] = {0, 0.5, 3};
+	static const double guard_rates[] = {0.5, 2, 10};
+	int			t;
+
+	t = rng_chance(0.5) ? timeouts[rng_between(0, 4)] : (int) rng_between(2000, 20000);
+	cfg.timeout_ms = t;
+	/* minSessionTimeout 2 x tickTime .. maxSessionTimeout 20 x tickTime */
+	cfg.tick_ms = (int) rng_between(t / 20, t / 2) & ~1;
+	cfg.sync_limit = (int) rng_between(1, 10);
+	cfg.horizon = (usec) t * MS * rng_between(3, 5);
+	for (int k = 0; k < 4; k++)
+		cfg.link_base[k] = rng_between(50, 3 * MS);
+	cfg.max_ping_gap = MODEL_PING_WINDOW(t);
+	cfg.faulty = !rng_chance(0.25);
+	cfg.ping_pause_p = cfg.faulty ? pick(pause_p, 3) : 0;
+	cfg.preempt_p = cfg.faulty ? pick(preempt_p, 3) : 0;
+	cfg.preempt_max = rng_between(100, 5 * MS);
+	cfg.lose_touch_p = cfg.faulty ? pick(lose_p, 3) : 0;
+	cfg.prep_pause_p = cfg.faulty && rng_chance(0.3) ? 0.01 : 0;
+	cfg.load_rate = pick(load, 4);
+	cfg.read_rate = pick(reads, 3);
+	cfg.write_rate = pick(writes, 3);
+	cfg.acl_write_p = cfg.faulty && rng_chance(0.2) ? 0.2 : 0;
+	cfg.eager_acl = rng_chance(0.5);
+	cfg.guard_rate = pick(guard_rates, 3);
+	cfg.weak_connect_p = cfg.faulty ? 0.3 : 0;
+	/* the slowest round trip through the worker's server and the leader */
+	worst_rtt = 0;
+	for (int k = 0; k < 4; k++)
+		worst_rtt += cfg.link_base[k] * 3 / 2 + 20;
+	worst_rtt += 40 * MS;		/* log writes, prep, the other follower's ACK */
+	guard_bound = GUARD_BOUND(t, worst_rtt);
+}
+
+static void
+print_config(uint64_t seed)
+{
+	printf("schedule %llu (%s): T %d ms, tickTime %d ms, syncLimit %d, %s, horizon %lld ms\n",
+		   (unsigned long long) seed, SIM_VARIANT, cfg.timeout_ms, cfg.tick_ms, cfg.sync_limit,
+		   cfg.faulty ? "faulty" : "no faults", (long long) (cfg.horizon / MS));
+	printf("  links (mean one-way, us): leader->follower %lld, follower->leader %lld, worker->server %lld, server->worker %lld\n",
+		   (long long) cfg.link_base[SK_QDOWN], (long long) cfg.link_base[SK_QUP],
+		   (long long) cfg.link_base[SK_CUP], (long long) cfg.link_base[SK_CDOWN]);
+	printf("  ping passes at most %lld ms apart (paused with p %.2f); touch put delayed with p %.2f (up to %lld us), a racing PING loses it with p %.2f (at most %d)\n",
+		   (long long) (cfg.max_ping_gap / MS), cfg.ping_pause_p, cfg.preempt_p,
+		   (long long) cfg.preempt_max, cfg.lose_touch_p, cfg.max_lost_touches);
+	printf("  load %.0f/s; backends: reads %.0f/s, writes %.0f/s (ACL-refused %.0f%%, eager ACL check %s); COMMITs %.0f/s\n",
+		   cfg.load_rate, cfg.read_rate, cfg.write_rate, cfg.acl_write_p * 100,
+		   cfg.eager_acl ? "on" : "off", cfg.guard_rate);
+	for (int i = 0; i < nplans; i++)
+	{
+		Plan	   *p = &plans[i];
+
+		printf("  plan %d: %s", i, plan_names[p->kind]);
+		if (p->kind == PL_HOLD || p->kind == PL_LAG || p->kind == PL_CRASH)
+			printf(" %s", target_names[p->target]);
+		if (p->hook >= 0)
+			printf(", when %s after %lld ms", hook_names[p->hook], (long long) (p->at / MS));
+		else
+			printf(" at %lld ms", (long long) (p->at / MS));
+		if (p->kind == PL_HOLD || p->kind == PL_ISOLATE)
+			printf(", for %lld ms (what was sent before and in its first %lld ms released after %lld ms)",
+				   (long long) (p->d2 / MS), (long long) (p->mark / MS), (long long) (p->d1 / MS));
+		else if (p->kind == PL_LAG)
+			printf(", for %lld ms by %lld..%lld ms", (long long) (p->d2 / MS),
+				   (long long) (p->lo / MS), (long long) (p->hi / MS));
+		else if (p->kind == PL_CRASH || p->kind == PL_LOAD)
+			printf(", for %lld ms", (long long) (p->d2 / MS));
+		printf("\n");
+	}
+}
+
+/* ---- one schedule ---- */
+
+static int	max_lost_touches = 1000000;
+extern int	worker_guards_waiting(usec before);
+
+static void
+run_schedule(uint64_t seed)
+{
+	EvKind		kind;
+	int			a;
+	int64_t		b;
+
+	rng_seed(seed);
+	ev_reset();
+	streams_reset();
+	memset(&cfg, 0, sizeof(cfg));
+	draw_config();
+	cfg.max_lost_touches = max_lost_touches;
+	zk_reset();
+	worker_reset();
+	draw_plans();
+	close_committed = false;
+	proven_max = 0;
+	unsafe = false;
+	live_failed = false;
+	failure[0] = '\0';
+	schedule_over = false;
+	if (tracing)
+		print_config(seed);
+	zk_start();
+	worker_start();
+	ev_at(cfg.horizon, EV_END, 0, 0);
+	while (!schedule_over && ev_next(&kind, &a, &b))
+	{
+		switch (kind)
+		{
+			case EV_DELIVER:
+				stream_deliver_due(a);
+				break;
+			case EV_FAULT:
+				if (plans[a].hook >= 0)
+					plans[a].armed = true;
+				else
+					plan_fire(&plans[a]);
+				break;
+			case EV_END:
+				schedule_over = true;
+				break;
+			case EV_WORKER:
+			case EV_CLIENT_TIMER:
+			case EV_RECONNECT:
+			case EV_BACKEND:
+			case EV_GUARD_START:
+			case EV_GUARD_WAKE:
+				worker_event(kind, a, b);
+				break;
+			default:
+				zk_event(kind, a, b);
+				break;
+		}
+	}
+	if (!cfg.faulty && failure[0] == '\0' && worker_guards_waiting(now - guard_bound) > 0)
+	{
+		live_failed = true;
+		sim_fail("LIVENESS: without faults, a guard still waits after its bound %lld ms",
+				 (long long) (guard_bound / MS));
+	}
+	st.schedules++;
+	if (cfg.faulty)
+		st.faulty++;
+	if (unsafe)
+	{
+		if (st.unsafe++ == 0)
+		{
+			st.first_unsafe = seed;
+			snprintf(st.unsafe_msg, sizeof(st.unsafe_msg), "%s", failure);
+		}
+	}
+	else if (live_failed)
+	{
+		if (st.live_failed++ == 0)
+		{
+			st.first_live = seed;
+			snprintf(st.live_msg, sizeof(st.live_msg), "%s", failure);
+		}
+	}
+}
+
+/* ---- the driver ---- */
+
+static void
+merge(Stats *into, const Stats *s)
+{
+	if (s->unsafe > 0 && (into->unsafe == 0 || s->first_unsafe < into->first_unsafe))
+	{
+		into->first_unsafe = s->first_unsafe;
+		memcpy(into->unsafe_msg, s->unsafe_msg, sizeof(into->unsafe_msg));
+	}
+	if (s->live_failed > 0 && (into->live_failed == 0 || s->first_live < into->first_live))
+	{
+		into->first_live = s->first_live;
+		memcpy(into->live_msg, s->live_msg, sizeof(into->live_msg));
+	}
+	into->schedules += s->schedules;
+	into->faulty += s->faulty;
+	into->unsafe += s->unsafe;
+	into->live_failed += s->live_failed;
+	into->guards_passed += s->guards_passed;
+	into->guards_gave_up += s->guards_gave_up;
+	into->ff_guards += s->ff_guards;
+	if (s->ff_wait_max > into->ff_wait_max)
+		into->ff_wait_max = s->ff_wait_max;
+	if (s->ff_wait_max_t > into->ff_wait_max_t)
+		into->ff_wait_max_t = s->ff_wait_max_t;
+	if (s->ff_wait_max_bound > into->ff_wait_max_bound)
+		into->ff_wait_max_bound = s->ff_wait_max_bound;
+}
+
+static void
+run_range(uint64_t base, long count, int job, int jobs, bool stop_at_unsafe)
+{
+	for (long i = job; i < count; i += jobs)
+	{
+		run_schedule(base + (uint64_t) i);
+		if (stop_at_unsafe && st.unsafe > 0)
+			break;
+	}
+}
+
+static void
+replay(uint64_t seed)
+{
+	tracing = true;
+	memset(&st, 0, sizeof(st));
+	run_schedule(seed);
+	tracing = false;
+	fflush(stdout);
+}
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: zksim [--schedules N] [--seed S] [--jobs J] [--expect-unsafe] [--max-lost-touches K] [--trace]\n");
+	exit(2);
+}
+
+int
+main(int argc, char **argv)
+{
+	long		count = 1000;
+	uint64_t	base = 1;
+	int			jobs = 1;
+	bool		expect_unsafe = false;
+	bool		trace_all = false;
+	Stats		total;
+	struct timespec t0;
+	struct timespec t1;
+	double		secs;
+
+	for (int i = 1; i < argc; i++)
+	{
+		if (strcmp(argv[i], "--schedules") == 0 && i + 1 < argc)
+			count = atol(argv[++i]);
+		else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+			base = strtoull(argv[++i], NULL, 10);
+		else if (strcmp(argv[i], "--jobs") == 0 && i + 1 < argc)
+			jobs = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--max-lost-touches") == 0 && i + 1 < argc)
+			max_lost_touches = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--expect-unsafe") == 0)
+			expect_unsafe = true;
+		else if (strcmp(argv[i], "--trace") == 0)
+			trace_all = true;
+		else
+			usage();
+	}
+	if (jobs < 1 || count < 1)
+		usage();
+	if (trace_all)
+	{
+		for (long i = 0; i < count; i++)
+			replay(base + (uint64_t) i);
+		return 0;
+	}
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	memset(&total, 0, sizeof(total));
+	if (jobs == 1)
+	{
+		run_range(base, count, 0, 1, expect_unsafe);
+		total = st;
+	}
+	else
+	{
+		int			fds[64][2];
+		pid_t		pids[64];
+
+		if (jobs > 64)
+			jobs = 64;
+		fflush(stdout);
+		for (int j = 0; j < jobs; j++)
+		{
+			if (pipe(fds[j]) != 0 || (pids[j] = fork()) < 0)
+			{
+				perror("zksim");
+				return 2;
+			}
+			if (pids[j] == 0)
+			{
+				ssize_t		w;
+
+				run_range(base, count, j, jobs, expect_unsafe);
+				w = write(fds[j][1], &st, sizeof(st));
+				_exit(w == (ssize_t) sizeof(st) ? 0 : 1);
+			}
+			close(fds[j][1]);
+		}
+		for (int j = 0; j < jobs; j++)
+		{
+			Stats		s;
+			int			status;
+
+			if (read(fds[j][0], &s, sizeof(s)) != (ssize_t) sizeof(s) ||
+				waitpid(pids[j], &status, 0) != pids[j] || status != 0)
+			{
+				fprintf(stderr, "zksim: job %d failed\n", j);
+				return 2;
+			}
+			merge(&total, &s);
+		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+
+	secs = (double) (t1.tv_sec - t0.tv_sec) + (double) (t1.tv_nsec - t0.tv_nsec) / 1e9;
+
+	printf("zksim (%s): %ld schedules in %.1f s (%.0f/s), %ld with faults; %ld unsafe, %ld liveness failures\n",
+		   SIM_VARIANT, total.schedules, secs, (double) total.schedules / secs, total.faulty,
+		   total.unsafe, total.live_failed);
+	printf("  guards: %ld passed, %ld gave up; without faults: %ld, the longest %lld.%03lld ms (%.3f T, %.2f of its bound)\n",
+		   total.guards_passed, total.guards_gave_up, total.ff_guards,
+		   (long long) (total.ff_wait_max / MS), (long long) (total.ff_wait_max % MS),
+		   total.ff_wait_max_t, total.ff_wait_max_bound);
+	if (expect_unsafe)
+	{
+		if (total.unsafe == 0)
+		{
+			printf("mutant %s SURVIVED %ld schedules\n", SIM_VARIANT, total.schedules);
+			return 1;
+		}
+		printf("mutant %s killed by schedule %llu: %s\n", SIM_VARIANT,
+			   (unsigned long long) total.first_unsafe, total.unsafe_msg);
+		printf("  replay: zksim --seed %llu --schedules 1 --trace\n",
+			   (unsigned long long) total.first_unsafe);
+		return 0;
+	}
+	if (total.unsafe > 0)
+	{
+		printf("first unsafe schedule %llu: %s\n", (unsigned long long) total.first_unsafe,
+			   total.unsafe_msg);
+		replay(total.first_unsafe);
+	}
+	if (total.live_failed > 0)
+	{
+		printf("first liveness failure, schedule %llu: %s\n",
+			   (unsigned long long) total.first_live, total.live_msg);
+		if (total.unsafe == 0)
+			replay(total.first_live);
+	}
+	return total.unsafe > 0 || total.live_failed > 0 ? 1 : 0;
+}
