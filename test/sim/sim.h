@@ -30,6 +30,7 @@ extern void rng_seed(uint64_t seed);
 extern uint64_t rng_u64(void);
 extern int64_t rng_between(int64_t lo, int64_t hi);	/* inclusive */
 extern bool rng_chance(double p);
+extern usec step_delay(usec lo, usec hi);	/* exact (lo) in scenarios */
 
 /* ---- events ---- */
 typedef enum EvKind
@@ -106,7 +107,8 @@ extern void stream_close(int s);
 extern bool stream_open_p(int s);
 extern void stream_hold(int s, usec until1, usec mark, usec until2);
 extern void stream_lag(int s, usec until, usec lo, usec hi);
-extern void stream_deliver_due(int s);
+extern void stream_release(int s, usec until1, usec mark, usec until2);
+extern void stream_deliver_due(int s, int64_t gen);
 extern const char *stream_name(int s);
 extern const char *packet_name(PacketType type);
 extern const char *rc_name(int rc);
@@ -126,14 +128,26 @@ typedef struct Config
 	double		lose_touch_p;	/* chance a racing PING loses the touch */
 	int			max_lost_touches;
 	double		prep_pause_p;
+	double		throttle_p;		/* chance the request thread lags (a backlog) */
+	usec		throttle_max;
 	double		load_rate;		/* other clients' writes per second */
 	double		read_rate;		/* backends' reads per second */
 	double		write_rate;		/* backends' writes per second */
 	double		acl_write_p;	/* chance a write is refused for its ACL */
+	double		follow_p;		/* chance a backend goes on at once */
 	bool		eager_acl;		/* zookeeper.enableEagerACLCheck */
 	double		guard_rate;		/* COMMITs per second */
 	double		weak_connect_p; /* chance connect_sent_after is loose */
 	bool		faulty;			/* false: liveness is checked */
+	/* a scripted scenario (sim_main.c): exact delays, its own steps */
+	bool		scripted;
+	int			first_leader;
+	int			first_server;
+	usec		clock_off[NSERV];
+	usec		quiet_from;		/* no ping pass starts in (from, until) */
+	usec		quiet_until;
+	usec		lose_touch_from;	/* the first touch after: lost to the next PING */
+	bool		racy;			/* faults around the touch table's race */
 } Config;
 
 extern Config cfg;
@@ -192,6 +206,7 @@ extern void zk_event(EvKind kind, int a, int64_t b);
 extern void zk_deliver(int s, StreamKind kind, int a, int b, int c, Packet *p);
 extern bool zk_serving(int sid);
 extern int	zk_leader_server(void);
+extern usec zk_expiry_due(void);
 extern int	zk_worker_server_link(int sid, bool up);
 extern void zk_crash(int sid, usec down_for);
 extern void zk_isolate_leader(usec until1, usec until2);
@@ -211,7 +226,7 @@ extern int64_t worker_ms_at(usec t);
 
 /* ---- the checks (sim_main.c) ---- */
 extern void check_close_committed(usec decided, int leader_server);
-extern void check_published(int64_t proven_until);
+extern void check_published(int64_t proven_until, bool by_connect);
 extern void note_guard(bool passed, usec took, const char *why);
 extern void sim_fail(const char *fmt,...) __attribute__((format(printf, 1, 2)));
 extern bool schedule_over;

@@ -65,6 +65,13 @@ rng_chance(double p)
 	return p > 0 && (double) (rng_u64() >> 11) < p * 9007199254740992.0;
 }
 
+/* A thread's small delay between steps. */
+usec
+step_delay(usec lo, usec hi)
+{
+	return cfg.scripted ? lo : rng_between(lo, hi);
+}
+
 /* ---- events: a binary heap on (time, sequence) ---- */
 
 typedef struct Event
@@ -186,6 +193,7 @@ typedef struct Stream
 	int			b;
 	int			c;
 	bool		open;
+	int			arm_gen;		/* EV_DELIVER events of older arms are stale */
 	Packet	   *q;
 	int			head;
 	int			n;
@@ -241,11 +249,13 @@ stream_open(StreamKind kind, int a, int b, int c)
 	s->b = b;
 	s->c = c;
 	s->open = true;
+	s->arm_gen = 0;
 	s->head = 0;
 	s->n = 0;
 	s->last_arrive = now;
 	s->armed = false;
-	s->base = cfg.link_base[kind] / 2 + rng_between(0, cfg.link_base[kind]);
+	s->base = cfg.scripted ? cfg.link_base[kind] :
+		cfg.link_base[kind] / 2 + rng_between(0, cfg.link_base[kind]);
 	s->hold_from = NEVER;
 	s->lag_until = 0;
 	return nstreams++;
@@ -290,7 +300,7 @@ arm(int id)
 	if (!s->armed && s->n > 0 && s->open)
 	{
 		s->armed = true;
-		ev_at(head_due(s), EV_DELIVER, id, 0);
+		ev_at(head_due(s), EV_DELIVER, id, s->arm_gen);
 	}
 }
 
@@ -318,7 +328,7 @@ stream_send(int id, PacketType type, int64_t x, int64_t y)
 	}
 	p = &s->q[(s->head + s->n) % s->cap];
 	s->n++;
-	delay = 20 + rng_between(s->base / 2, s->base + s->base / 2);
+	delay = cfg.scripted ? s->base : 20 + rng_between(s->base / 2, s->base + s->base / 2);
 	if (now < s->lag_until)
 		delay += rng_between(s->lag_lo, s->lag_hi);
 	p->type = type;
@@ -380,14 +390,39 @@ stream_lag(int id, usec until, usec lo, usec hi)
 		  (long long) (lo / MS), (long long) (hi / MS), (long long) (until / MS));
 }
 
+/*
+ * Release a hold on the stream (if one is on) at other times: what was
+ * sent before mark at until1, the rest at until2.
+ */
+void
+stream_release(int id, usec until1, usec mark, usec until2)
+{
+	Stream	   *s = &streams[id];
+
+	if (s->hold_from == NEVER || now >= s->hold_until2)
+		return;
+	s->hold_until1 = until1;
+	s->hold_mark = mark;
+	s->hold_until2 = until2 > until1 ? until2 : until1;
+	TRACE("adversary: release %s at %lld.%03lld (what was sent before %lld.%03lld), the rest at %lld.%03lld",
+		  stream_name(id), (long long) (until1 / MS), (long long) (until1 % MS),
+		  (long long) (mark / MS), (long long) (mark % MS),
+		  (long long) (s->hold_until2 / MS), (long long) (s->hold_until2 % MS));
+	s->arm_gen++;
+	s->armed = false;
+	arm(id);
+}
+
 /* EV_DELIVER: the head packet, if it is due. */
 void
-stream_deliver_due(int id)
+stream_deliver_due(int id, int64_t gen)
 {
 	Stream	   *s = &streams[id];
 	Packet		p;
 	usec		due;
 
+	if (gen != s->arm_gen)
+		return;
 	s->armed = false;
 	if (!s->open || s->n == 0)
 		return;
@@ -395,7 +430,7 @@ stream_deliver_due(int id)
 	if (due > now)
 	{
 		s->armed = true;
-		ev_at(due, EV_DELIVER, id, 0);
+		ev_at(due, EV_DELIVER, id, s->arm_gen);
 		return;
 	}
 	p = *head_packet(s);

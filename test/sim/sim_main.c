@@ -58,6 +58,7 @@
 
 Config		cfg;
 bool		schedule_over;
+static bool only_racy = false;	/* --racy: only the race's schedules */
 
 /* ---- the checks ---- */
 
@@ -69,6 +70,7 @@ static bool unsafe;
 static bool live_failed;
 static char failure[512];
 static usec guard_bound;
+static double schedule_margin;
 static usec worst_rtt;
 
 typedef struct Stats
@@ -83,6 +85,8 @@ typedef struct Stats
 	usec		ff_wait_max;
 	double		ff_wait_max_t;	/* in parts of T */
 	double		ff_wait_max_bound;	/* in parts of the bound */
+	double		min_margin_t;	/* the closest publication to a deadline, in T */
+	uint64_t	min_margin_seed;
 	uint64_t	first_unsafe;
 	uint64_t	first_live;
 	char		unsafe_msg[512];
@@ -131,11 +135,22 @@ check_close_committed(usec decided, int leader_server)
 }
 
 void
-check_published(int64_t proven_until)
+check_published(int64_t proven_until, bool by_connect)
 {
+	usec		due = zk_expiry_due();
+
 	if (proven_until > proven_max)
 		proven_max = proven_until;
 	unsafe_if();
+	/* how close a proof from replies came: the leader's deadline now, less it */
+	if (due != NEVER && !by_connect)
+	{
+		double		margin = (double) (due + worker_clock_off - proven_until * MS) /
+			((double) cfg.timeout_ms * MS);
+
+		if (margin < schedule_margin)
+			schedule_margin = margin;
+	}
 }
 
 void
@@ -208,6 +223,9 @@ typedef struct Plan
 	Target		target;
 	usec		at;				/* when it fires, or is armed (hook >= 0) */
 	int			hook;			/* -1: timed */
+	double		fire_p;			/* the chance each such event sets it off */
+	bool		until_expiry;	/* hold: released d1/mark/d2 after the expiry */
+	int			stream;			/* hold: the stream it holds */
 	bool		armed;
 	bool		fired;
 	usec		d1;				/* hold: the first part's release after */
@@ -277,6 +295,7 @@ plan_fire(Plan *p)
 	{
 		case PL_HOLD:
 			s = stream_of(p->target);
+			p->stream = s;
 			if (stream_open_p(s))
 				stream_hold(s, now + p->d1, now + p->mark, now + p->d2);
 			break;
@@ -316,8 +335,17 @@ adversary_hook(Hook hook, int server)
 	{
 		Plan	   *p = &plans[i];
 
+		/* the relay lets go once the leader has expired the session */
+		if (hook == HK_EXPIRE && p->kind == PL_HOLD && p->until_expiry && p->fired &&
+			stream_open_p(p->stream))
+		{
+			usec		gap = p->d1 % ((usec) cfg.timeout_ms * MS / 10 + 1);
+
+			stream_release(p->stream, now + gap, now + gap / 2, now + 2 * gap);
+		}
+
 		if (p->armed && !p->fired && p->hook == (int) hook &&
-			(server < 0 || server == worker_conn_server()))
+			(server < 0 || server == worker_conn_server()) && rng_chance(p->fire_p))
 		{
 			TRACE("adversary: plan %d set off (%s)", i, hook_names[hook]);
 			plan_fire(p);
@@ -330,8 +358,36 @@ draw_plans(void)
 {
 	usec		t = (usec) cfg.timeout_ms * MS;
 
+	int			first = 0;
+
 	nplans = cfg.faulty ? (int) rng_between(1, 4) : 0;
-	for (int i = 0; i < nplans; i++)
+	if (cfg.racy)
+	{
+		/*
+		 * After the touch table's race: answers read late (so that a send
+		 * answered before was heard well before its answer was read), and
+		 * the server's way to the leader held once it forwards a write.
+		 */
+		memset(plans, 0, sizeof(plans[0]) * 2);
+		plans[0].kind = PL_LAG;
+		plans[0].target = TG_CDOWN;
+		plans[0].hook = -1;
+		plans[0].at = rng_between(0, t);
+		plans[0].d2 = cfg.horizon;
+		plans[0].lo = rng_between(0, t / 40);
+		plans[0].hi = plans[0].lo + rng_between(0, t / 20);
+		plans[1].kind = PL_HOLD;
+		plans[1].target = TG_QUP;
+		plans[1].hook = HK_FORWARD_WRITE;
+		plans[1].fire_p = 0.1;
+		plans[1].at = rng_between(t, cfg.horizon - t);
+		plans[1].d1 = plans[1].d2 = rng_between(t / 2, 2 * t);
+		for (int i = 0; i < 2; i++)
+			ev_at(plans[i].at, EV_FAULT, i, 0);
+		first = 2;
+		nplans = (int) rng_between(2, 4);
+	}
+	for (int i = first; i < nplans; i++)
 	{
 		Plan	   *p = &plans[i];
 
@@ -341,6 +397,7 @@ draw_plans(void)
 			p->kind = PL_HOLD;	/* holds are most of it */
 		p->at = rng_between(0, cfg.horizon - t);
 		p->hook = rng_chance(0.6) ? (int) rng_between(0, HK_COUNT - 1) : -1;
+		p->fire_p = rng_chance(0.5) ? 1 : 0.1;
 		p->d2 = duration();
 		p->d1 = rng_chance(0.5) ? p->d2 : rng_between(p->d2 / 4, p->d2);
 		p->mark = rng_chance(0.5) ? 0 : rng_between(0, p->d1);
@@ -349,7 +406,8 @@ draw_plans(void)
 			case PL_HOLD:
 				p->target = (Target) rng_between(TG_QDOWN, TG_OTHER);
 				if (rng_chance(0.4))
-					p->target = TG_QDOWN;
+					p->target = rng_chance(0.5) ? TG_QDOWN : TG_QUP;
+				p->until_expiry = rng_chance(0.3);
 				break;
 			case PL_LAG:
 				p->target = (Target) rng_between(TG_QDOWN, TG_OTHER);
@@ -384,10 +442,10 @@ draw_config(void)
 	static const double pause_p[] = {0, 0.05, 0.3};
 	static const double preempt_p[] = {0, 0.05, 0.3};
 	static const double lose_p[] = {0, 0.5, 1};
-	static const double load[] = {0, 2, 20};
-	static const double reads[] = {0, 1, 10};
-	static const double writes[] = {0, 0.5, 3};
-	static const double guard_rates[] = {0.5, 2, 10};
+	static const double load[] = {0, 1, 5};
+	static const double reads[] = {0, 1, 5};
+	static const double writes[] = {0, 0.5, 2};
+	static const double guard_rates[] = {0.5, 2, 5};
 	int			t;
 
 	t = rng_chance(0.5) ? timeouts[rng_between(0, 4)] : (int) rng_between(2000, 20000);
@@ -395,22 +453,38 @@ draw_config(void)
 	/* minSessionTimeout 2 x tickTime .. maxSessionTimeout 20 x tickTime */
 	cfg.tick_ms = (int) rng_between(t / 20, t / 2) & ~1;
 	cfg.sync_limit = (int) rng_between(1, 10);
-	cfg.horizon = (usec) t * MS * rng_between(3, 5);
+	cfg.horizon = (usec) t * MS * rng_between(3, 4);
 	for (int k = 0; k < 4; k++)
 		cfg.link_base[k] = rng_between(50, 3 * MS);
 	cfg.max_ping_gap = MODEL_PING_WINDOW(t);
-	cfg.faulty = !rng_chance(0.25);
+	cfg.faulty = only_racy || !rng_chance(0.25);
+	/* a fifth of the faulty ones are after the touch table's race */
+	cfg.racy = cfg.faulty && (only_racy || rng_chance(0.25));
 	cfg.ping_pause_p = cfg.faulty ? pick(pause_p, 3) : 0;
-	cfg.preempt_p = cfg.faulty ? pick(preempt_p, 3) : 0;
-	cfg.preempt_max = rng_between(100, 5 * MS);
-	cfg.lose_touch_p = cfg.faulty ? pick(lose_p, 3) : 0;
+	cfg.preempt_p = cfg.racy ? 0.5 : cfg.faulty ? pick(preempt_p, 3) : 0;
+	cfg.preempt_max = rng_between(100, cfg.racy ? 20 * MS : 5 * MS);
+	cfg.lose_touch_p = cfg.racy ? 1 : cfg.faulty ? pick(lose_p, 3) : 0;
+	if (cfg.racy)
+	{
+		cfg.tick_ms = (int) rng_between(t / 20, t / 10) & ~1;
+		cfg.ping_pause_p = 0.3;
+	}
 	cfg.prep_pause_p = cfg.faulty && rng_chance(0.3) ? 0.01 : 0;
+	cfg.throttle_p = cfg.faulty && rng_chance(0.3) ? 0.05 : 0;
+	cfg.throttle_max = rng_between(MS, (usec) t * MS / 10);
 	cfg.load_rate = pick(load, 4);
 	cfg.read_rate = pick(reads, 3);
 	cfg.write_rate = pick(writes, 3);
-	cfg.acl_write_p = cfg.faulty && rng_chance(0.2) ? 0.2 : 0;
+	cfg.acl_write_p = cfg.faulty && rng_chance(0.3) ? 0.5 : 0;
+	cfg.follow_p = rng_chance(0.5) ? 0.3 : 0;
 	cfg.eager_acl = rng_chance(0.5);
 	cfg.guard_rate = pick(guard_rates, 3);
+	if (cfg.racy)
+	{
+		cfg.read_rate = reads[2];
+		cfg.write_rate = writes[2];
+		cfg.guard_rate = guard_rates[2];
+	}
 	cfg.weak_connect_p = cfg.faulty ? 0.3 : 0;
 	/* the slowest round trip through the worker's server and the leader */
 	worst_rtt = 0;
@@ -447,14 +521,125 @@ print_config(uint64_t seed)
 		else
 			printf(" at %lld ms", (long long) (p->at / MS));
 		if (p->kind == PL_HOLD || p->kind == PL_ISOLATE)
-			printf(", for %lld ms (what was sent before and in its first %lld ms released after %lld ms)",
-				   (long long) (p->d2 / MS), (long long) (p->mark / MS), (long long) (p->d1 / MS));
+			printf(", for %lld ms (what was sent before and in its first %lld ms released after %lld ms)%s",
+				   (long long) (p->d2 / MS), (long long) (p->mark / MS), (long long) (p->d1 / MS),
+				   p->until_expiry ? ", or soon after the leader expires the session" : "");
 		else if (p->kind == PL_LAG)
 			printf(", for %lld ms by %lld..%lld ms", (long long) (p->d2 / MS),
 				   (long long) (p->lo / MS), (long long) (p->hi / MS));
 		else if (p->kind == PL_CRASH || p->kind == PL_LOAD)
 			printf(", for %lld ms", (long long) (p->d2 / MS));
 		printf("\n");
+	}
+}
+
+/* ---- scripted scenarios ---- */
+
+typedef enum StepKind
+{
+	ST_READ = 1,				/* a backend's read */
+	ST_WRITE = 2,				/* a backend's write */
+	ST_GUARD = 3				/* a COMMIT */
+} StepKind;
+
+typedef struct Step
+{
+	usec		at;
+	StepKind	kind;
+} Step;
+
+typedef struct Scenario
+{
+	const char *name;
+	const char *about;
+	int			timeout_ms;
+	int			tick_ms;
+	int			sync_limit;
+	usec		horizon;
+	usec		links[4];
+	usec		leader_clock_off;
+	usec		quiet_from;
+	usec		quiet_until;
+	usec		lose_touch_from;
+	Plan		plans[4];
+	Step		steps[8];
+} Scenario;
+
+#define MSF(x) ((usec) ((x) * MS))
+
+static const Scenario scenarios[] = {
+	{
+		/*
+		 * A send answered before the lost touch's send was heard by the
+		 * leader long before its answer was read.  T 10 s, tickTime 500
+		 * ms: the leader S0 pings every 250 ms; the worker is on S1.  The
+		 * chain's sync C goes at 5500 and is heard at 5501 (its deadline
+		 * 15502); the read B sent at 5100 is answered at once but read
+		 * only at 5749 (S1->worker held, released in two parts); the read
+		 * R sent at 5750.1 loses its touch to the PING S1 reads at 5750.5;
+		 * C's and R's answers are read at 6000, when the next chain sync
+		 * C' is held on its way to S1 until 9900, after the last PING
+		 * (9750) before the leader's pause to 10500.  The chain's syncs
+		 * at 9901 and 10401 are answered; the guard's set at 10403.5
+		 * rests on X = 10401 >= R's answer + 0.4 T, touched = R, before =
+		 * B: it publishes B's answer + T = 15749.  S1->S0 is held from
+		 * that set's forwarding: nothing S1 heard since 5500 reaches S0,
+		 * which expires the session at 15502.
+		 */
+		"race", "a send's answer read late, the next send's touch lost",
+		10000, 500, 12, MSF(17000), {500, 500, 300, 300}, MSF(498),
+		MSF(9750), MSF(10500), MSF(5750),
+		{
+			{.kind = PL_HOLD,.target = TG_CDOWN,.hook = -1,.at = MSF(5100.1),
+			.d1 = MSF(5749 - 5100.1),.mark = MSF(5200 - 5100.1),.d2 = MSF(6000 - 5100.1)},
+			{.kind = PL_HOLD,.target = TG_CUP,.hook = -1,.at = MSF(5999.95),
+			.d1 = MSF(9900 - 5999.95),.mark = 0,.d2 = MSF(9900 - 5999.95)},
+			{.kind = PL_HOLD,.target = TG_QUP,.hook = HK_FORWARD_WRITE,.fire_p = 1,
+			.at = MSF(10403),.d1 = 0,.mark = 1,.d2 = MSF(6000)},
+		},
+		{{MSF(5100), ST_READ}, {MSF(5750.1), ST_READ}, {MSF(10403.5), ST_GUARD}},
+	},
+};
+
+#define NSCENARIOS ((int) (sizeof(scenarios) / sizeof(scenarios[0])))
+static const Scenario *scenario;	/* running one; NULL: drawn schedules */
+
+static void
+script_config(void)
+{
+	const Scenario *sc = scenario;
+
+	cfg.scripted = true;
+	cfg.timeout_ms = sc->timeout_ms;
+	cfg.tick_ms = sc->tick_ms;
+	cfg.sync_limit = sc->sync_limit;
+	cfg.horizon = sc->horizon;
+	for (int k = 0; k < 4; k++)
+		cfg.link_base[k] = sc->links[k];
+	cfg.max_ping_gap = MODEL_PING_WINDOW(sc->timeout_ms);
+	cfg.faulty = true;
+	cfg.max_lost_touches = 1;
+	cfg.first_leader = 0;
+	cfg.first_server = 1;
+	cfg.clock_off[0] = sc->leader_clock_off;
+	cfg.quiet_from = sc->quiet_from;
+	cfg.quiet_until = sc->quiet_until;
+	cfg.lose_touch_from = sc->lose_touch_from;
+	worst_rtt = 40 * MS;
+	guard_bound = GUARD_BOUND(cfg.timeout_ms, worst_rtt);
+	nplans = 0;
+	for (int i = 0; i < 4 && sc->plans[i].d2 > 0; i++)
+	{
+		plans[nplans] = sc->plans[i];
+		ev_at(plans[nplans].at, EV_FAULT, nplans, 0);
+		nplans++;
+	}
+	for (int i = 0; i < 8 && sc->steps[i].at > 0; i++)
+	{
+		if (sc->steps[i].kind == ST_GUARD)
+			ev_at(sc->steps[i].at, EV_GUARD_START, 1, 0);
+		else
+			ev_at(sc->steps[i].at, EV_BACKEND, sc->steps[i].kind, 0);
 	}
 }
 
@@ -474,17 +659,26 @@ run_schedule(uint64_t seed)
 	ev_reset();
 	streams_reset();
 	memset(&cfg, 0, sizeof(cfg));
-	draw_config();
-	cfg.max_lost_touches = max_lost_touches;
+	cfg.quiet_from = cfg.quiet_until = NEVER;
+	cfg.lose_touch_from = NEVER;
+	if (scenario)
+		script_config();
+	else
+	{
+		draw_config();
+		cfg.max_lost_touches = max_lost_touches;
+	}
 	zk_reset();
 	worker_reset();
-	draw_plans();
+	if (!scenario)
+		draw_plans();
 	close_committed = false;
 	proven_max = 0;
 	unsafe = false;
 	live_failed = false;
 	failure[0] = '\0';
 	schedule_over = false;
+	schedule_margin = 1e9;
 	if (tracing)
 		print_config(seed);
 	zk_start();
@@ -495,7 +689,7 @@ run_schedule(uint64_t seed)
 		switch (kind)
 		{
 			case EV_DELIVER:
-				stream_deliver_due(a);
+				stream_deliver_due(a, b);
 				break;
 			case EV_FAULT:
 				if (plans[a].hook >= 0)
@@ -526,6 +720,11 @@ run_schedule(uint64_t seed)
 				 (long long) (guard_bound / MS));
 	}
 	st.schedules++;
+	if (st.schedules == 1 || schedule_margin < st.min_margin_t)
+	{
+		st.min_margin_t = schedule_margin;
+		st.min_margin_seed = seed;
+	}
 	if (cfg.faulty)
 		st.faulty++;
 	if (unsafe)
@@ -574,6 +773,11 @@ merge(Stats *into, const Stats *s)
 		into->ff_wait_max_t = s->ff_wait_max_t;
 	if (s->ff_wait_max_bound > into->ff_wait_max_bound)
 		into->ff_wait_max_bound = s->ff_wait_max_bound;
+	if (into->schedules == s->schedules || s->min_margin_t < into->min_margin_t)
+	{
+		into->min_margin_t = s->min_margin_t;
+		into->min_margin_seed = s->min_margin_seed;
+	}
 }
 
 static void
@@ -627,6 +831,19 @@ main(int argc, char **argv)
 			jobs = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--max-lost-touches") == 0 && i + 1 < argc)
 			max_lost_touches = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--scenario") == 0 && i + 1 < argc)
+		{
+			const char *name = argv[++i];
+
+			for (int k = 0; k < NSCENARIOS; k++)
+				if (strcmp(scenarios[k].name, name) == 0)
+					scenario = &scenarios[k];
+			if (scenario == NULL)
+				usage();
+			count = 1;
+		}
+		else if (strcmp(argv[i], "--racy") == 0)
+			only_racy = true;
 		else if (strcmp(argv[i], "--expect-unsafe") == 0)
 			expect_unsafe = true;
 		else if (strcmp(argv[i], "--trace") == 0)
@@ -700,6 +917,8 @@ main(int argc, char **argv)
 		   total.guards_passed, total.guards_gave_up, total.ff_guards,
 		   (long long) (total.ff_wait_max / MS), (long long) (total.ff_wait_max % MS),
 		   total.ff_wait_max_t, total.ff_wait_max_bound);
+	printf("  the closest a publication came to the leader's deadline then: %.4f T (schedule %llu)\n",
+		   total.min_margin_t, (unsigned long long) total.min_margin_seed);
 	if (expect_unsafe)
 	{
 		if (total.unsafe == 0)

@@ -70,12 +70,14 @@ static usec last_send;
 static usec disconnected_at;
 static usec worker_next_at;
 static int64_t proven_until;
+static int64_t connect_after;	/* the open connection's proof_connection */
 static int64_t provable;
 static Guard *guards;
 static int	nguards;
 static int	guards_cap;
 
 static void worker_turn(void);
+static void worker_wake(void);
 static void guard_run(int g);
 
 /* The worker's boot clock, in milliseconds, at t: it has run a while. */
@@ -116,7 +118,7 @@ proof_publish(int64_t proven, int64_t provable_now)
 		proven_until = proven;
 		TRACE("worker publishes: proven until %lld ms on its clock (%lld here)", (long long) proven,
 			  (long long) ((proven * MS - worker_clock_off) / MS));
-		check_published(proven_until);
+		check_published(proven_until, proven == connect_after + cfg.timeout_ms);
 	}
 	provable = provable_now;
 }
@@ -235,6 +237,10 @@ complete(int req, int rc)
 	proof_answered(worker_ms_at(r->sent), op_of(r->kind), rc, worker_ms());
 	if (r->owner == RO_CHAIN)
 		proof_sync_settled();
+	/* a backend goes on with its next request at once */
+	if (r->owner == RO_BACKEND && rc != ZCONNECTIONLOSS && rng_chance(cfg.follow_p))
+		ev_at(now + step_delay(5, 80), EV_BACKEND, 0, 1);
+	/* last: it may send, and so move reqs */
 	if (r->owner == RO_GUARD)
 		guard_run(r->guard);
 }
@@ -255,7 +261,7 @@ connect_next(void)
 	}
 	cur = nconns++;
 	c = &conns[cur];
-	c->server = (int) rng_between(0, NSERV - 1);
+	c->server = cfg.scripted && cur == 0 ? cfg.first_server : (int) rng_between(0, NSERV - 1);
 	c->up = stream_open(SK_CUP, cur, c->server, 0);
 	c->down = stream_open(SK_CDOWN, cur, c->server, 0);
 	c->connect_sent = now;
@@ -315,9 +321,10 @@ worker_deliver(int conn, Packet *p)
 				ever_connected = true;
 				TRACE("worker's client is connected to S%d; proof_connection(%lld)",
 					  conns[cur].server, (long long) after);
+				connect_after = after;
 				proof_connection(after, cfg.timeout_ms);
 				arm_client_timer(last_send + (usec) cfg.timeout_ms / 3 * MS);
-				worker_turn();
+				worker_wake();
 				wake_guards();
 			}
 			else
@@ -342,7 +349,7 @@ worker_deliver(int conn, Packet *p)
 			}
 			sent_pop();
 			complete((int) p->x, (int) p->y);
-			worker_turn();
+			worker_wake();
 			break;
 		case PK_CLOSE:
 			worker_drop_connection("the server closed it");
@@ -404,6 +411,23 @@ worker_turn(void)
 	if (wait <= 0)
 		return;
 	at = (worker_ms() + wait) * MS - worker_clock_off;
+	if (worker_next_at <= now || at < worker_next_at)
+	{
+		worker_next_at = at;
+		ev_at(at, EV_WORKER, 0, 0);
+	}
+}
+
+/*
+ * Its latch was set (a reply, a state change): the worker's loop comes
+ * round again, sends what backends queued meanwhile, then its chain's sync
+ * if one is due (zklock_worker_main).
+ */
+static void
+worker_wake(void)
+{
+	usec		at = now + step_delay(5, 100);
+
 	if (worker_next_at <= now || at < worker_next_at)
 	{
 		worker_next_at = at;
@@ -532,6 +556,12 @@ worker_event(EvKind kind, int a, int64_t b)
 				connect_next();
 			break;
 		case EV_BACKEND:
+			if (a != 0)
+			{
+				/* scripted: 1 a read, 2 a write */
+				send_request(a == 1 ? RK_READ : RK_WRITE, WK_NORMAL, RO_BACKEND, -1);
+				break;
+			}
 			if (state == CS_CONNECTED)
 			{
 				double		total = cfg.read_rate + cfg.write_rate;
@@ -542,11 +572,13 @@ worker_event(EvKind kind, int a, int64_t b)
 					send_request(RK_WRITE, rng_chance(cfg.acl_write_p) ? WK_ACL_DENIED : WK_NORMAL,
 								 RO_BACKEND, -1);
 			}
-			ev_at(now + poisson(cfg.read_rate + cfg.write_rate), EV_BACKEND, 0, 0);
+			if (b == 0)			/* 1: a backend's follow-up */
+				ev_at(now + poisson(cfg.read_rate + cfg.write_rate), EV_BACKEND, 0, 0);
 			break;
 		case EV_GUARD_START:
 			guard_start();
-			ev_at(now + poisson(cfg.guard_rate), EV_GUARD_START, 0, 0);
+			if (a == 0)			/* 1: scripted, once */
+				ev_at(now + poisson(cfg.guard_rate), EV_GUARD_START, 0, 0);
 			break;
 		case EV_GUARD_WAKE:
 			if (guards[a].active && guards[a].gen == b)
@@ -562,7 +594,8 @@ worker_reset(void)
 {
 	nreqs = 0;
 	nconns = 0;
-	worker_clock_off = rng_between(1000000, 2000000) * MS + rng_between(0, MS - 1);
+	worker_clock_off = cfg.scripted ? 1000000 * MS :
+		rng_between(1000000, 2000000) * MS + rng_between(0, MS - 1);
 	cur = -1;
 	state = CS_CONNECTING;
 	ever_connected = false;

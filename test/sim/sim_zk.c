@@ -193,6 +193,7 @@ typedef struct Server
 	bool		touched;
 	bool		touch_open;		/* between the get and the put */
 	bool		touch_lost;
+	bool		touch_wait_ping;	/* scripted: its put waits for a PING */
 	bool		last_touch_lost;
 	int			touch_req;
 	/* requests */
@@ -215,12 +216,17 @@ static Proposal *props;
 static int	nprops;
 static int	props_cap;
 static bool session_closed;
+static int	last_established;	/* the newest leader established */
 static int	lost_touches;
 static double load_rate;
 static usec load_burst_until;
 static double load_burst_rate;
 
+/* In a server's intake: the expirer's closeSession, not a request. */
+#define CLOSE_SESSION (-1)
+
 static void learner_shutdown(int sid, const char *why);
+static void intake_next(int sid);
 static void leader_shutdown(int li, const char *why);
 static void try_commit(int li);
 
@@ -229,8 +235,12 @@ static void try_commit(int li);
 static usec
 log_delay(void)
 {
+	if (cfg.scripted)
+		return 200;
 	return rng_chance(0.02) ? rng_between(2 * MS, 30 * MS) : rng_between(50, 1500);
 }
+
+
 
 static int64_t
 leader_ms(Leader *l)
@@ -265,6 +275,20 @@ zk_leader_server(void)
 		if (leaders[li].running && leaders[li].established)
 			return leaders[li].sid;
 	return -1;
+}
+
+/*
+ * When the newest leader would expire the session now, on the real clock
+ * (NEVER: no leader holds it).
+ */
+usec
+zk_expiry_due(void)
+{
+	for (int li = nleaders - 1; li >= 0; li--)
+		if (leaders[li].running && leaders[li].established)
+			return leaders[li].has_session && !leaders[li].closing ?
+				leaders[li].deadline * MS - servers[leaders[li].sid].clock_off : NEVER;
+	return NEVER;
 }
 
 /* The quorum stream of a following server (-1: it follows none). */
@@ -311,12 +335,9 @@ expire(int li, int64_t gen)
 	l->closing = true;
 	l->close_decided = now;
 	TRACE("S%d EXPIRES the session (setSessionClosing, closeSession submitted)", l->sid);
-	ring_push(&l->prep, (int64_t) PREP_CLOSE << 40);
-	if (!l->prep_armed)
-	{
-		l->prep_armed = true;
-		ev_at(now + rng_between(5, 50), EV_PREP, li, 0);
-	}
+	/* close -> submitRequest: through the RequestThrottler to Prep */
+	ring_push(&servers[l->sid].intake, CLOSE_SESSION);
+	intake_next(l->sid);
 	adversary_hook(HK_EXPIRE, -1);
 }
 
@@ -430,6 +451,8 @@ propose(int li, PropKind kind, int req, int from, int rc)
 
 	if (kind == PROP_CLOSE)
 		props[pi].decided = l->close_decided;
+	/* a deposed leader's proposal: no later history will have it */
+	props[pi].lost = li < last_established;
 	ring_push(&l->outstanding, pi);
 	l->last_proposed = pi;
 	for (int f = 0; f < NSERV; f++)
@@ -538,7 +561,7 @@ prep_push(int li, PrepKind kind, int sid, int req)
 	if (!l->prep_armed)
 	{
 		l->prep_armed = true;
-		ev_at(now + rng_between(5, 50), EV_PREP, li, 0);
+		ev_at(now + step_delay(5, 50), EV_PREP, li, 0);
 	}
 }
 
@@ -620,7 +643,7 @@ prep_one(int li)
 	if (l->prep.n > 0)
 	{
 		usec		d = rng_chance(cfg.prep_pause_p) ?
-			rng_between(0, (usec) cfg.timeout_ms * MS / 4) : rng_between(5, 50);
+			rng_between(0, (usec) cfg.timeout_ms * MS / 4) : step_delay(5, 50);
 
 		l->prep_armed = true;
 		ev_at(now + d, EV_PREP, li, 0);
@@ -678,9 +701,11 @@ ping_pass(int li)
 			handler_shutdown(li, f, "transaction timeout (SyncLimitCheck)");
 	}
 	l->last_ping = now;
-	next = half + rng_between(0, 300);
+	next = half + step_delay(0, 300);
 	if (rng_chance(cfg.ping_pause_p))
 		next = rng_between(half, cfg.max_ping_gap);
+	if (now + next > cfg.quiet_from && now + next < cfg.quiet_until)
+		next = cfg.quiet_until - now;
 	if (next > cfg.max_ping_gap)
 		next = cfg.max_ping_gap;
 	ev_at(now + next, EV_PING, li, 0);
@@ -781,6 +806,7 @@ establish(int li)
 	if (!l->running || l->established)
 		return;
 	l->established = true;
+	last_established = li;
 	for (int f = 0; f < NSERV; f++)
 		if (l->h[f].alive)
 			members |= 1u << f;
@@ -922,12 +948,12 @@ try_join(int sid)
 
 	if (servers[sid].role != ROLE_LOOKING)
 		return;
-	for (int li = nleaders - 1; li >= 0; li--)
-		if (reachable(li))
-		{
-			follower_join(sid, li);
-			return;
-		}
+	/* only the newest leader: an older one has lost its quorum for good */
+	if (nleaders > 0 && reachable(nleaders - 1))
+	{
+		follower_join(sid, nleaders - 1);
+		return;
+	}
 	for (int i = 0; i < NSERV; i++)
 		if (servers[i].role == ROLE_LOOKING)
 			looking++;
@@ -971,7 +997,8 @@ static bool
 may_lose_touch(Server *s)
 {
 	return s->touch_open && !s->last_touch_lost &&
-		lost_touches < cfg.max_lost_touches && rng_chance(cfg.lose_touch_p);
+		lost_touches < cfg.max_lost_touches &&
+		(cfg.scripted ? s->touch_wait_ping : rng_chance(cfg.lose_touch_p));
 }
 
 static void
@@ -990,6 +1017,11 @@ follower_read(int sid, int stream, Packet *p)
 
 				if (may_lose_touch(s))
 				{
+					if (s->touch_wait_ping)
+					{
+						s->touch_wait_ping = false;
+						ev_at(now + 1, EV_TOUCHED, sid, s->gen);
+					}
 					s->touch_lost = true;
 					lost_touches++;
 					TRACE("S%d: the PING swaps the touch table under the touch of %s: that touch is LOST",
@@ -1080,7 +1112,8 @@ intake_next(int sid)
 	if (!s->intake_busy && s->intake.n > 0)
 	{
 		s->intake_busy = true;
-		ev_at(now + rng_between(2, 20), EV_INTAKE, sid, s->gen);
+		ev_at(now + (rng_chance(cfg.throttle_p) ? rng_between(0, cfg.throttle_max) : step_delay(2, 20)),
+			  EV_INTAKE, sid, s->gen);
 	}
 }
 
@@ -1093,6 +1126,14 @@ intake_start(int sid, int64_t gen)
 	if (s->gen != gen || s->intake.n == 0)
 		return;
 	req = (int) ring_pop(&s->intake);
+	if (req == CLOSE_SESSION)
+	{
+		if (s->role == ROLE_LEADING)
+			prep_push(s->leader, PREP_CLOSE, sid, 0);
+		s->intake_busy = false;
+		intake_next(sid);
+		return;
+	}
 	if (s->role == ROLE_LEADING)
 	{
 		tracker_touch(s->leader, req_name(req));
@@ -1106,7 +1147,14 @@ intake_start(int sid, int64_t gen)
 	s->touch_open = true;
 	s->touch_lost = false;
 	s->touch_req = req;
-	ev_at(now + (rng_chance(cfg.preempt_p) ? rng_between(0, cfg.preempt_max) : rng_between(1, 20)),
+	if (now >= cfg.lose_touch_from)
+	{
+		/* scripted: the thread stalls until the next PING is read */
+		cfg.lose_touch_from = NEVER;
+		s->touch_wait_ping = true;
+		return;
+	}
+	ev_at(now + (rng_chance(cfg.preempt_p) ? rng_between(0, cfg.preempt_max) : step_delay(1, 20)),
 		  EV_TOUCHED, sid, gen);
 }
 
@@ -1325,6 +1373,9 @@ zk_reset(void)
 		s->clock_off = rng_between(0, 10000 * MS);
 		s->log_done = 0;
 		s->touched = s->touch_open = s->touch_lost = s->last_touch_lost = false;
+		s->touch_wait_ping = false;
+		if (cfg.scripted)
+			s->clock_off = cfg.clock_off[i];
 		ring_clear(&s->intake);
 		s->intake_busy = false;
 		ring_clear(&s->sessq);
@@ -1335,6 +1386,7 @@ zk_reset(void)
 	}
 	nleaders = 0;
 	nprops = 0;
+	last_established = 0;
 	session_closed = false;
 	lost_touches = 0;
 	load_burst_until = 0;
@@ -1344,7 +1396,7 @@ zk_reset(void)
 void
 zk_start(void)
 {
-	int			first = (int) rng_between(0, NSERV - 1);
+	int			first = cfg.scripted ? cfg.first_leader : (int) rng_between(0, NSERV - 1);
 	int			li = leader_begin(first);
 
 	for (int i = 0; i < NSERV; i++)
