@@ -147,6 +147,7 @@ typedef struct Config
 	usec		quiet_from;		/* no ping pass starts in (from, until) */
 	usec		quiet_until;
 	usec		lose_touch_from;	/* the first touch after: lost to the next PING */
+	usec		close_delay;	/* the closeSession's way to Prep (a backlog) */
 	bool		racy;			/* faults around the touch table's race */
 } Config;
 

@@ -558,8 +558,9 @@ worker_event(EvKind kind, int a, int64_t b)
 		case EV_BACKEND:
 			if (a != 0)
 			{
-				/* scripted: 1 a read, 2 a write */
-				send_request(a == 1 ? RK_READ : RK_WRITE, WK_NORMAL, RO_BACKEND, -1);
+				/* scripted: 1 a read, 2 a write, 4 a write its ACL refuses */
+				send_request(a == 1 ? RK_READ : RK_WRITE, a == 4 ? WK_ACL_DENIED : WK_NORMAL,
+							 RO_BACKEND, -1);
 				break;
 			}
 			if (state == CS_CONNECTED)

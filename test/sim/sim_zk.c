@@ -310,7 +310,11 @@ tracker_touch(int li, const char *why)
 	int64_t		deadline;
 
 	if (!l->has_session || l->closing)
+	{
+		TRACE("S%d does not touch the session (%s): %s", l->sid, why,
+			  l->has_session ? "it is closing" : "it has none");
 		return false;
+	}
 	deadline = ((leader_ms(l) + cfg.timeout_ms) / t + 1) * t;
 	if (deadline != l->deadline)
 	{
@@ -1111,9 +1115,12 @@ intake_next(int sid)
 
 	if (!s->intake_busy && s->intake.n > 0)
 	{
+		usec		d = rng_chance(cfg.throttle_p) ? rng_between(0, cfg.throttle_max) : step_delay(2, 20);
+
+		if (cfg.scripted && ring_peek(&s->intake) == CLOSE_SESSION)
+			d = cfg.close_delay;
 		s->intake_busy = true;
-		ev_at(now + (rng_chance(cfg.throttle_p) ? rng_between(0, cfg.throttle_max) : step_delay(2, 20)),
-			  EV_INTAKE, sid, s->gen);
+		ev_at(now + d, EV_INTAKE, sid, s->gen);
 	}
 }
 
