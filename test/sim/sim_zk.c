@@ -700,7 +700,11 @@ ping_pass(int li)
 		if (!h->alive)
 			continue;
 		if (slc_check(h))
+		{
+			if (f == worker_conn_server())
+				TRACE("S%d queues PING to S%d", l->sid, f);
 			stream_send(h->down, QP_PING, 0, 0);
+		}
 		else
 			handler_shutdown(li, f, "transaction timeout (SyncLimitCheck)");
 	}
@@ -1034,6 +1038,8 @@ follower_read(int sid, int stream, Packet *p)
 				s->touched = false;
 				if (touched)
 					TRACE("S%d reads PING, replies with the session's touch", sid);
+				else if (sid == worker_conn_server())
+					TRACE("S%d reads PING, replies with no touch of the session", sid);
 				stream_send(s->qup, QP_PING_REPLY, touched, 0);
 				if (touched)
 					adversary_hook(HK_PING_REPLY_TOUCH, sid);
