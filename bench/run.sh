@@ -7,6 +7,7 @@
 #                                      building and installing zklock first
 #   BENCH_KEEP=1 bash bench/run.sh     keep the work directory (logs) at the end
 #   BENCH_GUARD=0 bash bench/run.sh    without the guard's worst case (test 062)
+#   BENCH_SIM=0 bash bench/run.sh      without the proof simulation's million
 #
 # Installs what it needs, builds and installs zklock, builds bench/zkbare.c,
 # then bench/bench.py starts ZooKeeper (standalone, then a 3-server ensemble,
@@ -52,6 +53,14 @@ cleanup()
 	fi
 }
 trap cleanup EXIT
+
+# The commit guard's proof policy under 1,000,000 simulated schedules
+# (test/sim; docs/testing.md, "The proof simulation").
+if [ "${BENCH_SIM:-1}" = 1 ]; then
+	echo "== the proof simulation, 1,000,000 schedules"
+	make -s -C "$ZKLOCK_SRC/test/sim" bench | sed -n '1,3p;/^first/p' ||
+		echo "== the proof simulation FAILED: make -C test/sim bench" >&2
+fi
 
 cc -O2 -Wall -Wextra -Werror -DTHREADED -o "$work/zkbare" "$bench/zkbare.c" \
 	-l:libzookeeper_mt.so.2 -lpthread
