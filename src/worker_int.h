@@ -158,6 +158,7 @@ extern void worker_drop_deferred(void);
 extern void worker_drain_queue(void);
 extern void worker_issue_backlog(void);
 extern void worker_send_proof_request(void);
+extern void worker_proof_connection(int64 connect_sent_after, int timeout_ms);
 
 /* the watches */
 extern void worker_watch_free(WorkerWatch *ww);

@@ -102,6 +102,7 @@ static Call *worker_call_new(CallKind kind);
 static bool worker_still_current(Call *call);
 static bool worker_nothing_left(int rc);
 static void worker_heard(Call *call, int rc, ProofOp op);
+static void publish_proof(int64 proven_until);
 static void worker_reply(Call *call, SharedRequest *sr, int rc);
 static void worker_issue_call(Call *call, SharedRequest *sr);
 static bool worker_defer(DeferKind kind, Call *call, WorkerWatch *ww);
@@ -178,18 +179,31 @@ static void
 worker_heard(Call *call, int rc, ProofOp op)
 {
 	if (call->epoch == worker_generation)
-		proof_answered(call->sent_at, op, rc, bridge_now_ms());
+		publish_proof(proof_answered(call->sent_at, op, rc, bridge_now_ms()));
 }
 
-/* worker_proof.c's proof, for the commit guards (bridge_proven_until). */
-void
-proof_publish(int64 proven_until, int64 provable)
+/* worker_proof.c's proof, for the commit guards (bridge_proof). */
+static void
+publish_proof(int64 proven_until)
 {
+	int64		provable = proof_provable();
+
 	SpinLockAcquire(&zk_shared->mutex);
 	if (proven_until > zk_shared->proven_until)
 		zk_shared->proven_until = proven_until;
 	zk_shared->provable = provable;
 	SpinLockRelease(&zk_shared->mutex);
+}
+
+/*
+ * A new connection of the open session, or none (0): what was heard on the
+ * last one proves nothing more (worker_proof.c).
+ */
+void
+worker_proof_connection(int64 connect_sent_after, int timeout_ms)
+{
+	proof_connection(connect_sent_after, timeout_ms);
+	publish_proof(0);
 }
 
 /* A reply after which there is nothing left to clean up or to report. */

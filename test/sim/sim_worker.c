@@ -12,9 +12,10 @@
  *	    when the connection drops, then the next server;
  *	  - the worker: proof_connection when the client connects (with the
  *	    time its connect was sent after, sometimes a looser earlier one)
- *	    and when it disconnects, proof_answered for each answer,
- *	    proof_sync_in/proof_sync_sent/proof_sync_settled for its chain of
- *	    syncs, and proof_publish supplied here;
+ *	    and when it disconnects, proof_answered for each answer (what it
+ *	    returns published with proof_provable, as worker_requests.c's
+ *	    publish_proof does), proof_next_send/proof_sent/proof_sync_settled
+ *	    for its chain of syncs;
  *	  - backends' reads and writes, and COMMITs that run
  *	    zk_session_confirm's loop around proof_guard_step, asking with a
  *	    set at version -2.
@@ -109,9 +110,9 @@ worker_conn_stream(bool up)
 	return up ? conns[cur].up : conns[cur].down;
 }
 
-/* worker_requests.c's proof_publish: raise proven_until, set provable. */
-void
-proof_publish(int64_t proven, int64_t provable_now)
+/* worker_requests.c's publish_proof: raise proven_until, set provable. */
+static void
+publish(int64_t proven, int64_t provable_now)
 {
 	if (proven > proven_until)
 	{
@@ -234,8 +235,9 @@ complete(int req, int rc)
 	if (rc != ZCONNECTIONLOSS)
 		TRACE("worker reads the answer to %s #%d: %s", (const char *[]) {"read", "sync", "write", "ping"}[r->kind],
 			  req, rc_name(rc));
-	proof_answered(worker_ms_at(r->sent), op_of(r->kind), rc, worker_ms());
-	if (r->owner == RO_CHAIN)
+	publish(proof_answered(worker_ms_at(r->sent), op_of(r->kind), rc, worker_ms()),
+			proof_provable());
+	if (r->owner == RO_CHAIN && r->kind == RK_SYNC)
 		proof_sync_settled();
 	/* a backend goes on with its next request at once */
 	if (r->owner == RO_BACKEND && rc != ZCONNECTIONLOSS && rng_chance(cfg.follow_p))
@@ -297,6 +299,7 @@ worker_drop_connection(const char *why)
 		complete(sent_pop(), ZCONNECTIONLOSS);
 	pings_out = 0;
 	proof_connection(0, 0);
+	publish(0, proof_provable());
 	ev_at(now + rng_between(0, 50 * MS), EV_RECONNECT, 0, 0);
 	wake_guards();
 }
@@ -323,6 +326,7 @@ worker_deliver(int conn, Packet *p)
 					  conns[cur].server, (long long) after);
 				connect_after = after;
 				proof_connection(after, cfg.timeout_ms);
+				publish(0, proof_provable());
 				arm_client_timer(last_send + (usec) cfg.timeout_ms / 3 * MS);
 				worker_wake();
 				wake_guards();
@@ -400,12 +404,17 @@ worker_turn(void)
 		wait = cfg.timeout_ms / 6;
 	}
 #else
-	wait = proof_sync_in(worker_ms());
-	if (wait == 0)
 	{
-		proof_sync_sent(worker_ms());
-		send_request(RK_SYNC, WK_NORMAL, RO_CHAIN, -1);
-		wait = proof_sync_in(worker_ms());
+		ProofSend	what = proof_next_send(worker_ms(), &wait);
+
+		if (what != PROOF_SEND_NONE && wait == 0)
+		{
+			proof_sent(what, worker_ms());
+			send_request(what == PROOF_SEND_SYNC ? RK_SYNC : RK_READ, WK_NORMAL, RO_CHAIN, -1);
+			what = proof_next_send(worker_ms(), &wait);
+		}
+		if (what == PROOF_SEND_NONE)
+			wait = -1;
 	}
 #endif
 	if (wait <= 0)
