@@ -6,7 +6,8 @@
 #   BENCH_NO_SETUP=1 bash bench/run.sh without installing packages and
 #                                      building and installing zklock first
 #   BENCH_KEEP=1 bash bench/run.sh     keep the work directory (logs) at the end
-#   BENCH_GUARD=0 bash bench/run.sh    without the guard's worst case (test 062)
+#   BENCH_GUARD=0 bash bench/run.sh    without the guard's worst cases (tests 062
+#                                      and 068)
 #   BENCH_SIM=0 bash bench/run.sh      without the proof simulation's million
 #
 # Installs what it needs, builds and installs zklock, builds bench/zkbare.c,
@@ -67,14 +68,16 @@ cc -O2 -Wall -Wextra -Werror -DTHREADED -o "$work/zkbare" "$bench/zkbare.c" \
 
 /usr/bin/python3 "$bench/bench.py" --work "$work" --zkbare "$work/zkbare"
 
-# The commit guard's worst case with a follower (issue 41): the rounds of
-# test/tap/062 (30 per shape at T = 4 s and 8 s, about 40 minutes; with
-# BENCH_QUICK, 3 at 4 s), one line of figures per round; BENCH_GUARD=0
-# leaves them out.  Runs as the TAP suite does, with its own ensemble.
+# The commit guard's worst cases with a follower: the rounds of
+# test/tap/062 (issue 41: a follower cut off) and test/tap/068 (issue 47:
+# the leader's stream to it held and released late), 30 per shape at T =
+# 4 s and 8 s (about 40 and 60 minutes; with BENCH_QUICK, 3 at 4 s), one
+# line of figures per round; BENCH_GUARD=0 leaves them out.  Runs as the TAP
+# suite does, with its own ensembles.
 if [ "${BENCH_GUARD:-1}" = 1 ]; then
 	if [ "${BENCH_QUICK:-}" = 1 ]; then guard=(3 4000); else guard=(30 "4000 8000"); fi
 	ZKLOCK_GUARD_ROUNDS=${guard[0]} ZKLOCK_GUARD_TIMEOUTS="${guard[1]}" ZKLOCK_SUITES=TAP \
-		ZKLOCK_TAP_TESTS=test/tap/062_guard_follower_worst_case.pl \
+		ZKLOCK_TAP_TESTS="test/tap/062_guard_follower_worst_case.pl test/tap/068_guard_late_delivery.pl" \
 		bash "$bench/../test/suites.sh" 15 127.0.0.1:1 2>&1 |
 		grep -E '^# T=|^(not )?ok |^Files=' || true
 fi

@@ -30,6 +30,7 @@ PGBIN = "/usr/lib/postgresql/15/bin"
 T_MS = 4000                       # zklock.session_timeout
 T = T_MS / 1000.0
 TICK_MS = T_MS // 2               # the worst the default minSessionTimeout allows
+SYNC_LIMIT = 5                    # a follower's read timeout: SYNC_LIMIT x tickTime
 MARGIN = T / 3                    # the guard's promised margin (README)
 NOTIFY_HOLD_MAX = 1.0             # a pause before the commit record: < MARGIN
 STUCK_S = 60                      # a statement longer than this is an anomaly
@@ -39,9 +40,9 @@ CLIENTS_PER_NODE = 3
 KINDS = {                         # client kind: weight
     "xact": 3, "srel": 2, "smulti": 1, "fence": 2, "shared": 2, "sem": 2,
     "revoke": 2}
-# The faults of each lane's round; the guard's own two twice.
-FAULTS_NET = ["follower_cut", "follower_cut", "pg_cut", "zk_kill_leader",
-              "zk_kill_follower"]
+# The faults of each lane's round; the guard's own three twice.
+FAULTS_NET = ["follower_cut", "follower_cut", "follower_stall", "follower_stall",
+              "link_lag", "pg_cut", "zk_kill_leader", "zk_kill_follower"]
 FAULTS_PG = ["stop_holder", "stop_worker", "stop_server", "notify_hold",
              "notify_hold", "worker_kill9", "worker_term", "pg_restart",
              "reload_timeout"]
@@ -254,7 +255,7 @@ class Ensemble:
             os.makedirs(data)
             with open("%s/myid" % data, "w") as f:
                 f.write("%d\n" % i)
-            lines = ["tickTime=%d" % TICK_MS, "initLimit=10", "syncLimit=5",
+            lines = ["tickTime=%d" % TICK_MS, "initLimit=10", "syncLimit=%d" % SYNC_LIMIT,
                      "dataDir=" + data, "clientPort=%d" % self.client[i],
                      "clientPortAddress=127.0.0.1", "admin.enableServer=false",
                      "4lw.commands.whitelist=*", "maxClientCnxns=0", "forceSync=no"]
@@ -725,6 +726,15 @@ class Nemesis:
                         f["times"] = self.rng.randint(3, 6)
                     if kind in ("zk_kill_leader", "zk_kill_follower"):
                         f["dur"] = round(self.rng.uniform(1, 5), 1)
+                    if kind == "follower_stall":
+                        # Released a second after dur: all within the
+                        # follower's read timeout, so ZooKeeper takes no
+                        # notice unless a proposal waits that long.
+                        f["dur"] = round(self.rng.uniform(T, TICK_MS * SYNC_LIMIT / 1000.0 - 1), 1)
+                        f["dir"] = self.rng.choice(["l>f", "f>l"])
+                        f["mark"] = round(self.rng.uniform(0.3, 0.9), 2)
+                    if kind == "link_lag":
+                        f["dir"] = self.rng.choice(["l>f", "f>l", "both"])
                     lane.append(f)
                     t += f["dur"] + self.rng.uniform(2, 6)
             self.lanes.append([f for f in lane if f["at"] < seconds - 10])
@@ -733,9 +743,10 @@ class Nemesis:
         lines = []
         for n, lane in enumerate(self.lanes):
             for f in lane:
-                lines.append("lane %d at %6.1f s: %-16s node=%d which=%d dur=%s%s" % (
+                lines.append("lane %d at %6.1f s: %-16s node=%d which=%d dur=%s%s%s" % (
                     n, f["at"], f["kind"], f["node"] + 1, f["which"], f["dur"],
-                    " x%d" % f["times"] if "times" in f else ""))
+                    " x%d" % f["times"] if "times" in f else "",
+                    " %s" % f["dir"] if "dir" in f else ""))
         return "\n".join(lines)
 
     def start(self):
@@ -778,16 +789,64 @@ class Nemesis:
     # each fault returns a short detail; it heals itself before returning
     def f_follower_cut(self, f):
         zk = self.run_.zk
-        leader = zk.leader(15)
-        if leader is None:
-            raise RuntimeError("no leader")
-        follower = [i for i in (1, 2, 3) if i != leader][f["which"]]
+        follower, leader = self.leader_link(f)
         zk.relay_cmd(follower, leader, "cut")
         try:
             self.wait(f["dur"])
         finally:
             zk.relay_cmd(follower, leader, "heal")
         return "server %d cut from leader %d" % (follower, leader)
+
+    def leader_link(self, f):
+        """(follower, leader): the follower that f picks, of the leader now."""
+        leader = self.run_.zk.leader(15)
+        if leader is None:
+            raise RuntimeError("no leader")
+        return [i for i in (1, 2, 3) if i != leader][f["which"]], leader
+
+    def f_follower_stall(self, f):
+        # One direction of the follower's quorum link held, every byte kept
+        # in order, then released in two parts: what the relay read before
+        # mark x dur, and a second later the rest (issue 47).
+        zk = self.run_.zk
+        follower, leader = self.leader_link(f)
+        d = f["dir"]
+        held = zk.relay_cmd(follower, leader, "hold " + d)
+        if not held.startswith("ok"):
+            raise RuntimeError(held)
+        start = float(held.split()[-1])
+        parts = []
+        try:
+            self.wait(f["dur"])
+            parts.append(zk.relay_cmd(follower, leader, "release %s before %.6f"
+                                      % (d, start + f["mark"] * f["dur"])))
+            self.wait(1)
+        finally:
+            parts.append(zk.relay_cmd(follower, leader, "release %s all" % d))
+        sizes = [re.search(r"(\d+) bytes (\d+) frames", p) for p in parts]
+        return "server %d's %s stream with leader %d held %.1f s, released in %s" % (
+            follower, d, leader, f["dur"], " then ".join(
+                "%s frames" % m.group(2) if m else repr(p) for m, p in zip(sizes, parts)))
+
+    def f_link_lag(self, f):
+        # The follower's quorum link lagged one way or both, every byte
+        # delayed T/2 to 2T, the delay moving at most 0.9 s a second, so
+        # the stream never goes silent (issue 47).
+        zk = self.run_.zk
+        follower, leader = self.leader_link(f)
+        dirs = ["l>f", "f>l"] if f["dir"] == "both" else [f["dir"]]
+        try:
+            for d in dirs:
+                answer = zk.relay_cmd(follower, leader, "lag %s %.1f %.1f 0.9 %s/%s" % (
+                    d, T / 2, 2 * T, self.run_.seed, f["at"]))
+                if not answer.startswith("ok"):
+                    raise RuntimeError(answer)
+            self.wait(f["dur"])
+        finally:
+            for d in dirs:
+                zk.relay_cmd(follower, leader, "lag %s off" % d)
+        return "server %d's %s with leader %d lagged %.1f-%.1f s" % (
+            follower, " and ".join(dirs), leader, T / 2, 2 * T)
 
     def f_pg_cut(self, f):
         proxy = self.run_.proxies[f["node"]]

@@ -18,6 +18,7 @@ use File::Path qw(make_path);
 use File::Temp ();
 use IO::Socket::INET;
 use IO::Socket::UNIX;
+use IO::Uncompress::Unzip qw($UnzipError);
 use POSIX qw(:sys_wait_h);
 use Time::HiRes qw(sleep time);
 
@@ -25,7 +26,8 @@ my $ZKTREE = dirname(__FILE__) . '/../zk/zktree.py';
 my $TCPPROXY = dirname(__FILE__) . '/../zk/tcpproxy.py';
 my $ZKRELAY = dirname(__FILE__) . '/../zk/zkrelay.py';
 # With a logger on the classpath a server logs at INFO (the leader's
-# "Expiring session"); without one, slf4j drops everything.
+# "Expiring session"); without one, slf4j drops everything.  Under the
+# ZooKeeper's root (see zk_root).
 my @LOG4J_JARS = map { "/usr/share/java/$_.jar" } qw(slf4j-log4j12 log4j-1.2);
 my %ports_taken;
 my @live_objects;
@@ -70,7 +72,7 @@ sub stop_process
 # new(servers => 1|3, tick_ms => 500, dir => ..., durable => 0, keep => 0,
 #     max_client_cnxns => 0 (no limit), partitionable => 0,
 #     default_containers => 0, relay => 0, min_session_ms => 1000,
-#     log4j => 0)
+#     log4j => 0, sync_limit => 10, zk_root => $ENV{ZKLOCK_ZK_ROOT} // '/')
 #
 # Empty container nodes go within a second on a server that is not durable,
 # so that tests see them go; default_containers keeps ZooKeeper's minute.
@@ -88,6 +90,12 @@ sub stop_process
 # min_session_ms => 0 leaves ZooKeeper's default minimum (2 x tickTime);
 # log4j => 1 has each server log at INFO to its serverN.log (is_logging
 # says whether the jars are there).
+#
+# zk_root: the root of the Debian system whose ZooKeeper runs (its
+# /usr/share/java/zookeeper.jar, the jars its manifest names, its
+# /etc/zookeeper/conf), on this host's java: a chroot's, such as sid's
+# ZooKeeper 3.9 in /var/cache/zklock/chroots/sid.  $ENV{ZKLOCK_ZK_ROOT}
+# sets it for every test.
 sub new
 {
 	my ($class, %opts) = @_;
@@ -102,6 +110,8 @@ sub new
 		relay => $opts{relay} // 0,
 		min_session_ms => $opts{min_session_ms} // 1000,
 		log4j => $opts{log4j} // 0,
+		sync_limit => $opts{sync_limit} // 10,
+		zk_root => $opts{zk_root} // $ENV{ZKLOCK_ZK_ROOT} // '/',
 		dir => $opts{dir}
 		  // File::Temp::tempdir('zklock_zk_XXXX', TMPDIR => 1, CLEANUP => 1),
 		pids => {},
@@ -151,7 +161,7 @@ sub _write_configs
 		print $fh <<"EOF";
 tickTime=$self->{tick_ms}
 initLimit=20
-syncLimit=10
+syncLimit=$self->{sync_limit}
 dataDir=$data
 clientPort=$self->{client_port}{$i}
 clientPortAddress=127.0.0.1
@@ -221,9 +231,8 @@ sub start
 				  : ('-Dznode.container.checkIntervalMs=1000');
 				my @log = $self->is_logging
 				  ? ('-Dzookeeper.root.logger=INFO,CONSOLE') : ();
-				my $cp = join ':', '/etc/zookeeper/conf',
-				  '/usr/share/java/zookeeper.jar',
-				  $self->is_logging ? @LOG4J_JARS : ();
+				my $cp = join ':', $self->classpath,
+				  $self->is_logging ? $self->_rooted(@LOG4J_JARS) : ();
 				exec 'java', '-Xmx256m', '-XX:+UseSerialGC', @container, @log,
 				  "-Dzookeeper.log.dir=$self->{dir}",
 				  '-cp', $cp,
@@ -461,7 +470,43 @@ sub stop
 sub is_logging
 {
 	my ($self) = @_;
-	return $self->{log4j} && !grep { !-r $_ } @LOG4J_JARS;
+	return $self->{log4j} && !grep { !-r $_ } $self->_rooted(@LOG4J_JARS);
+}
+
+sub tick_ms { $_[0]->{tick_ms} }
+sub sync_limit { $_[0]->{sync_limit} }
+
+# Paths of the ZooKeeper's system (zk_root).
+sub _rooted
+{
+	my ($self, @paths) = @_;
+	(my $root = $self->{zk_root}) =~ s{/+$}{};
+	return map { "$root$_" } @paths;
+}
+
+# The servers' classpath: the configuration directory, the jars that
+# zookeeper.jar's manifest names (absolute paths, which the JVM would take
+# from this host's /usr/share/java, ahead of what follows the jar), and
+# zookeeper.jar, all under zk_root.
+sub classpath
+{
+	my ($self) = @_;
+	my ($conf, $jar) = $self->_rooted('/etc/zookeeper/conf', '/usr/share/java/zookeeper.jar');
+	croak "no ZooKeeper at $jar" unless -r $jar;
+	my $unzip = IO::Uncompress::Unzip->new($jar, Name => 'META-INF/MANIFEST.MF')
+	  or croak "$jar: $UnzipError";
+	my $manifest = do { local $/; <$unzip> } // '';
+	$manifest =~ s/\r?\n //g;
+	my ($deps) = $manifest =~ /^Class-Path: *(.*?)\r?$/m;
+	return ($conf, $self->_rooted(split ' ', $deps // ''), $jar);
+}
+
+# The servers' ZooKeeper version, as server $i says (srvr).
+sub version
+{
+	my ($self, $i) = @_;
+	my $srvr = $self->flw($i // ($self->running)[0], 'srvr') // return undef;
+	return $srvr =~ /^Zookeeper version: ([\d.]+)/m ? $1 : undef;
 }
 
 # Run a proxy (test/zk/tcpproxy.py or zkrelay.py) with these arguments;

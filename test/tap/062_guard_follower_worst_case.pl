@@ -34,12 +34,11 @@
 use strict;
 use warnings;
 
-use POSIX qw(floor);
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time clock_gettime CLOCK_MONOTONIC);
-use Time::Local qw(timelocal);
 
+use RelayLog;
 use ZklockTest;
 
 my $rounds = $ENV{ZKLOCK_GUARD_ROUNDS} // 3;
@@ -53,48 +52,6 @@ my $LEAD = 0.12;
 # Tries per round for the event order (a follower PING reply can fall
 # between the create and its reply; the round is then made again).
 my $TRIES = 4;
-
-# CLOCK_MONOTONIC (the relay's clock) to epoch seconds.
-my $mono_to_epoch = time - clock_gettime(CLOCK_MONOTONIC);
-
-# The relay's log from line $from on: [ [mono, link, conn, dir, text], ... ].
-sub relay_lines
-{
-	my ($zk, $from) = @_;
-	open my $fh, '<', $zk->relay_log or die $zk->relay_log . ": $!";
-	my @lines;
-	while (my $line = <$fh>)
-	{
-		next if $. <= $from;
-		chomp $line;
-		my @f = split ' ', $line, 5;
-		push @lines, [ @f[ 0 .. 3 ], $f[4] // '' ] if @f >= 4;
-	}
-	close $fh;
-	return \@lines;
-}
-
-sub relay_line_count
-{
-	my ($zk) = @_;
-	open my $fh, '<', $zk->relay_log or return 0;
-	1 while <$fh>;
-	my $n = $.;
-	close $fh;
-	return $n // 0;
-}
-
-# A's worker's requests on client connection $conn (default: the highest
-# numbered one), as [mono, text].
-sub worker_sends
-{
-	my ($lines, $conn) = @_;
-	my @client = grep { $_->[1] eq 'client' } @$lines;
-	return [] unless @client;
-	$conn //= $client[-1][2];
-	return [ map { [ $_->[0], $_->[4] ] }
-		  grep { $_->[2] eq $conn && $_->[3] eq 'c>s' && $_->[4] =~ /^req / } @client ];
-}
 
 # The worker's idle send interval: the median gap between its idle pings,
 # or, if it pings no more, between whatever it sends by itself (leaving out
@@ -115,48 +72,6 @@ sub idle_interval
 	return undef unless @gaps >= 2;
 	@gaps = sort { $a <=> $b } @gaps;
 	return $gaps[ int(@gaps / 2) ];
-}
-
-# When the leader heard of a touch of session $sid made at $at: the first
-# PING reply of the follower after $at that lists $sid (undef if none yet).
-sub heard_at
-{
-	my ($lines, $sid, $at) = @_;
-	my ($ping) = grep {
-		$_->[1] eq 'quorum' && $_->[3] eq 'f>l' && $_->[0] > $at
-		  && $_->[4] =~ /^PING .*touched=.*\Q$sid\E/i
-	} @$lines;
-	return $ping ? $ping->[0] : undef;
-}
-
-# The leader's deadline for a session touched (heard) at $heard: ZooKeeper's
-# ExpiryQueue rounds heard + T up to the next multiple of tickTime, on
-# System.nanoTime(), which is CLOCK_MONOTONIC on Linux.
-sub leader_deadline
-{
-	my ($heard, $T, $tick) = @_;
-	return (floor(($heard * 1000 + $T) / $tick) + 1) * $tick / 1000;
-}
-
-# Sleep until CLOCK_MONOTONIC reaches $at.
-sub sleep_until_mono
-{
-	my ($at) = @_;
-	my $left = $at - clock_gettime(CLOCK_MONOTONIC);
-	sleep_for($left) if $left > 0;
-	return;
-}
-
-# When the leader logged "Expiring session $sid" (epoch seconds), if it did.
-sub expiring_at
-{
-	my ($zk, $sid) = @_;
-	return undef unless $zk->is_logging;
-	my $log = slurp_file($zk->dir . '/server3.log');
-	my ($y, $mo, $d, $h, $mi, $s, $ms) = $log =~
-	  /^(\d+)-(\d+)-(\d+) (\d+):(\d+):(\d+),(\d+) .*Expiring session \Q$sid\E,/m
-	  or return undef;
-	return timelocal($s, $mi, $h, $d, $mo - 1, $y) + $ms / 1000;
 }
 
 sub run_timeout
@@ -418,18 +333,18 @@ SELECT extract(epoch FROM pg_xact_commit_timestamp(xmin)) FROM work WHERE round 
 			$first_send - ($prev_send // 0)));
 	}
 
-	my $e0 = $t0 + $mono_to_epoch;
+	my $e0 = mono_to_epoch($t0);
 	my $unsafe = $commit_at ne '' && $b_ok eq 't' && $b_at < $commit_at;
 	my $rel = sub { defined $_[0] && $_[0] ne '' ? sprintf('%+.3f', $_[0] - $e0) : '-' };
 	diag sprintf(
 		'T=%d round %d shape %s: idle interval %.3f; last send %s; last touch heard %s; '
 		  . 'create sent 0; reply %s; cut %s; COMMIT sent %s; leader deadline %s, expiring %s; '
 		  . 'A %s, commit record %s; B granted %s; margin %s%s%s',
-		$T, $round, $shape, $interval, $rel->(($prev_send // 0) + $mono_to_epoch),
-		$last_touch ? $rel->($last_touch->[0] + $mono_to_epoch) : '-',
-		$reply ? $rel->($reply->[0] + $mono_to_epoch) : '-',
-		$cut_mono ? $rel->($cut_mono + $mono_to_epoch) : 'never',
-		$rel->($commit_sent + $mono_to_epoch), $rel->(defined $deadline ? $deadline + $mono_to_epoch : undef), $rel->($expiring),
+		$T, $round, $shape, $interval, $rel->(mono_to_epoch($prev_send // 0)),
+		$last_touch ? $rel->(mono_to_epoch($last_touch->[0])) : '-',
+		$reply ? $rel->(mono_to_epoch($reply->[0])) : '-',
+		$cut_mono ? $rel->(mono_to_epoch($cut_mono)) : 'never',
+		$rel->(mono_to_epoch($commit_sent)), $rel->(defined $deadline ? mono_to_epoch($deadline) : undef), $rel->($expiring),
 		$refused ? 'refused (40001)' : $commit_at ne '' ? 'committed' : 'rolled back',
 		$rel->($commit_at), $b_ok eq 't' ? $rel->($b_at) : 'not granted',
 		$commit_at ne '' && $b_ok eq 't' ? sprintf('%+.3f', $b_at - $commit_at) : '-',
