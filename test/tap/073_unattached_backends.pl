@@ -27,26 +27,29 @@ my $dir = $PostgreSQL::Test::Utils::tmp_check;
 my ($go1, $done1, $go2) = map { "$dir/portal.$_" } qw(go1 done1 go2);
 unlink $go1, $done1, $go2;
 
-# Each \shell waits for the test's go-ahead.
+# Each \shell waits for the test's go-ahead, 60 s at most: pgbench must not
+# outlive a test that failed.
 my $script = "$dir/portal.pgbench";
+my $wait = 'for i in $(seq 1200); do [ -e %s ] && break; sleep 0.05; done';
 open my $fh, '>', $script or die "$script: $!";
-print $fh <<"EOF";
-\\shell while [ ! -e $go1 ]; do sleep 0.05; done
+printf $fh <<"EOF", $go1, $go2;
+\\shell $wait
 SELECT 1;
 SELECT 2;
 SELECT 3;
-\\shell touch $done1; while [ ! -e $go2 ]; do sleep 0.05; done
+\\shell touch $done1; $wait
 SELECT state FROM zk_session();
 SELECT 4;
 EOF
 close $fh;
 
 my ($out, $err) = ('', '');
-local $ENV{PGAPPNAME} = 'portal_client';
 my $pgbench = IPC::Run::start(
 	[ 'pgbench', '-n', '-M', 'extended', '-c', '1', '-t', '1', '-f', $script,
-		'-h', $node->host, '-p', $node->port, 'postgres' ],
+		sprintf('host=%s port=%d dbname=postgres application_name=portal_client',
+			$node->host, $node->port) ],
 	'>', \$out, '2>', \$err);
+END { $pgbench->kill_kill if $pgbench && $pgbench->pumpable; }
 
 sub wait_for_file
 {
@@ -63,7 +66,8 @@ sub wait_for_file
 
 ok($node->poll_query_until('postgres',
 		q{SELECT count(*) FROM pg_stat_activity WHERE application_name = 'portal_client'}, '1'),
-	'pgbench is connected');
+	'pgbench is connected')
+  or die "pgbench did not connect: $err";
 my $pid = $node->safe_psql('postgres',
 	q{SELECT pid FROM pg_stat_activity WHERE application_name = 'portal_client'});
 my $gdb = gdb_count($pid, 'client_portal');
