@@ -912,6 +912,13 @@ settle_releases(bool report)
 }
 
 /*
+ * The latest sending of a delete whose wait a cancel or termination gave
+ * up: neither that wait nor a later one (the rollback's, the next
+ * transaction's) waits for it or those sent before it any more.
+ */
+static int64 deletes_given_up = 0;
+
+/*
  * Wait until ZooKeeper has applied every delete we sent, so that a lock this
  * backend released is free for every other session by the time the release
  * (or COMMIT, or a timed-out acquire) returns, as with pg_advisory_lock; and
@@ -929,11 +936,13 @@ settle_releases(bool report)
  * timeout, after which a verdict could only be that the session is lost.  A
  * verdict not read by then proves nothing: the release is reported as such,
  * the safe side; the delete itself still goes out after a reconnect.
- * interruptible is false in transaction callbacks, where a wait must not
- * serve interrupts or raise anything: a cancel or a termination that comes
- * ends the wait there instead (served once the callbacks are done, or
- * ignored by an idle backend), and the deletes' bound is also at most the
- * session timeout, which only a superuser sets.
+ * A cancel or termination gives up the wait for the deletes sent so far
+ * (deletes_given_up); they still go out.  interruptible is false in
+ * transaction callbacks, where a wait must not serve interrupts or raise
+ * anything: the cancel ends the wait there without an error (it is served
+ * once the callbacks are done, or ignored by an idle backend), and the
+ * deletes' bound is also at most the session timeout, which only a
+ * superuser sets.
  */
 int
 lock_recipe_await_releases(bool interruptible, bool report)
@@ -944,22 +953,28 @@ lock_recipe_await_releases(bool interruptible, bool report)
 	for (;;)
 	{
 		ZkSessionStatus status = zk_session_status();
-		int64		sent_at;
+		int64		deletes_at;
+		int64		verdicts_at;
 		int64		until = 0;
 		int64		now;
 
-		if (bridge_deletes_pending(&sent_at) && status == ZK_SESSION_CONNECTED)
-			until = sent_at + limit_ms;
+		if (bridge_deletes_pending(&deletes_at) && deletes_at > deletes_given_up &&
+			status == ZK_SESSION_CONNECTED)
+			until = deletes_at + limit_ms;
 		if (report && status != ZK_SESSION_LOST && status != ZK_SESSION_NONE &&
-			(sent_at = verdicts_pending_since()) != 0)
-			until = Max(until, sent_at + bounded_ms);
+			(verdicts_at = verdicts_pending_since()) != 0)
+			until = Max(until, verdicts_at + bounded_ms);
 		now = bridge_now_ms();
 		if (until <= now)
 			break;
+		if (QueryCancelPending || ProcDiePending)
+		{
+			deletes_given_up = deletes_at;
+			if (!interruptible)
+				break;
+		}
 		if (interruptible)
 			bridge_wait(until - now);
-		else if (QueryCancelPending || ProcDiePending)
-			break;
 		else
 			bridge_wait_quietly(until - now);
 	}
