@@ -7,10 +7,12 @@
 #  1. an acquisition of a free name fails with 08006 within C and a little
 #     (1.6 took 2C: the abort waited C more for the create it had given up);
 #  2. an autocommit zk_lock_release returns false within C (1.6: 2C, its
-#     COMMIT waited C more for the same delete);
+#     COMMIT waited C more for the same delete), and the next statement
+#     does not wait for that delete again (1.6: C, as every later one);
 #  3. a release and its COMMIT, in a transaction, take C together (1.6: 2C);
 #  4. a COMMIT that waits for the delete of its transaction lock stops
-#     waiting at a cancel (1.6 waited its C, 10 s there, whatever came).
+#     waiting at a cancel (1.6 waited its C, 10 s there, whatever came), and
+#     the next statement does not wait for it either (1.6: C again).
 #
 # The timings are the point: 1.6 takes 2C where the bound is C + 0.5 s.
 # pg_settings says what the setting bounds.
@@ -85,6 +87,12 @@ sub resume
 		'with the 08006 WARNING');
 	cmp_ok($took, '<', $c + $slack,
 		sprintf('within C + %.1f s, its COMMIT included (%.2f s; 1.6: 2C)', $slack, $took));
+	$s->{stderr} = '';
+	my $t0 = time;
+	$s->query_safe('SELECT 1');
+	my $next = time - $t0;
+	cmp_ok($next, '<', $slack,
+		sprintf('the next statement does not wait for the delete again (%.2f s; 1.6: C)', $next));
 	resume();
 	is_deeply(queue_nodes($zk, 'r1'), [], 'the released node is deleted once ZooKeeper answers');
 }
@@ -123,7 +131,11 @@ sub resume
 		sprintf('a cancel ends the wait (%.2f s after it; 1.6 waited C = 10 s in all)', $after_cancel));
 	note sprintf('COMMIT took %.2f s', $waited);
 	is($s->{stderr}, '', 'the COMMIT succeeds, and the cancel fails no statement');
+	$t0 = time;
 	is($s->query_safe('SELECT count(*) FROM zk_locks'), '0', 'nothing is held after it');
+	my $next = time - $t0;
+	cmp_ok($next, '<', 1,
+		sprintf('and the next statement does not wait for the delete (%.2f s; 1.6: C)', $next));
 	resume();
 	is_deeply(queue_nodes($zk, 'x1'), [], 'the node is deleted once ZooKeeper answers');
 	$s->query_safe('RESET zklock.connect_timeout');
