@@ -143,6 +143,14 @@ forsake_held(void)
  */
 static ZkRequest *live_requests = NULL;
 
+/*
+ * The sending of the latest request counted in this backend's pending
+ * deletes (a delete, or a create given up, which the worker undoes when its
+ * reply comes): a wait for them is bounded from there, not from its own
+ * start (bridge_deletes_pending).
+ */
+static int64_t last_counted_at = 0;
+
 static void
 live_add(ZkRequest *req)
 {
@@ -525,6 +533,7 @@ request_oneway(ZkRequestKind kind, const char *path, const char *tag,
 		SpinLockAcquire(&zk_shared->mutex);
 		my_slot->deletes_pending++;
 		SpinLockRelease(&zk_shared->mutex);
+		last_counted_at = Max(last_counted_at, sr->sent_at);
 	}
 	queue_request(dp, sr);
 	return true;
@@ -740,6 +749,7 @@ bridge_abandon(ZkRequest *req)
 			my_slot->deletes_pending++;
 			SpinLockRelease(&zk_shared->mutex);
 			sr->counted = true;
+			last_counted_at = Max(last_counted_at, req->sent_at);
 		}
 		if (pg_atomic_compare_exchange_u32(&sr->state, &expected, REQ_ABANDONED))
 		{
@@ -769,11 +779,16 @@ bridge_abandon(ZkRequest *req)
 	request_destroy(req);
 }
 
+/*
+ * Whether deletes of this backend's are pending; *sent_at gets the sending
+ * of the latest one (of the create it undoes, for a create given up).
+ */
 bool
-bridge_deletes_pending(void)
+bridge_deletes_pending(int64_t *sent_at)
 {
 	bool		pending;
 
+	*sent_at = last_counted_at;
 	if (detached)
 		return false;
 	SpinLockAcquire(&zk_shared->mutex);

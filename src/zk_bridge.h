@@ -109,7 +109,7 @@ extern void bridge_delete_node(const char *path);
 extern void bridge_delete_tagged(const char *parent, const char *tag);
 extern void bridge_delete_sibling_tagged(const char *node, const char *tag);
 extern void bridge_remove_watch(const char *path, int watch_type);
-extern bool bridge_deletes_pending(void);
+extern bool bridge_deletes_pending(int64_t *sent_at);
 
 /* Lock parents seen to exist by any backend of the server. */
 extern bool bridge_parent_known(uint64_t key);
