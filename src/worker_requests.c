@@ -168,7 +168,8 @@ server_answered(int rc)
 static bool
 is_write(ZkRequestKind kind)
 {
-	return kind == ZKREQ_CREATE || kind == ZKREQ_SET || kind == ZKREQ_DELETE;
+	return kind == ZKREQ_CREATE || kind == ZKREQ_SET || kind == ZKREQ_DELETE ||
+		kind == ZKREQ_DELETE_SHARED;
 }
 
 /*
@@ -240,7 +241,8 @@ worker_complete(Call *call, SharedRequest *sr, int rc)
 			pfree(parent);
 		}
 	}
-	else if (sr->kind == ZKREQ_WATCH && call->watch != NULL)
+	else if ((sr->kind == ZKREQ_WATCH || sr->kind == ZKREQ_EXISTS_WATCH) &&
+			 call->watch != NULL)
 		call->watch->removing = true;
 	if (sr->counted)
 		worker_uncount(sr->slot, sr->incarnation, false);
@@ -293,8 +295,12 @@ create_done(int rc, const char *value, const struct Stat *stat, const void *data
 
 	if (rc == ZOK)
 	{
-		/* Ephemeral nodes are the backend's; parents are everybody's. */
-		if (sr->arg != ZOO_CONTAINER && worker_still_current(call))
+		/*
+		 * Ephemeral nodes are the backend's; parents, a barrier's ready and
+		 * a gate are everybody's.
+		 */
+		if ((sr->arg == ZOO_EPHEMERAL || sr->arg == ZOO_EPHEMERAL_SEQUENTIAL) &&
+			worker_still_current(call))
 			worker_own(sr->slot, sr->incarnation, value);
 		/* A lock's node is watched from now on (bridge_create_held). */
 		if (DsaPointerIsValid(sr->held) && worker_still_current(call))
@@ -368,6 +374,14 @@ stat_done(int rc, const struct Stat *stat, const void *data)
 	if (rc == ZOK && stat != NULL)
 		take_stat(sr, stat);
 	worker_reply(call, sr, rc);
+}
+
+static void
+shared_delete_done(int rc, const void *data)
+{
+	Call	   *call = (Call *) data;
+
+	worker_reply(call, dsa_get_address(zk_area, call->req), rc);
 }
 
 static void
@@ -465,14 +479,30 @@ issue_call_now(Call *call, SharedRequest *sr)
 			if (rc != ZOK)
 				stat_done(rc, NULL, call);
 			break;
+		case ZKREQ_DELETE_SHARED:
+			/* A backend's lock node is its own: never deleted this way. */
+			if (strncmp(strrchr(path, '/') + 1, "_c_", 3) == 0)
+			{
+				worker_reply(call, sr, ZBADARGUMENTS);
+				break;
+			}
+			rc = zoo_adelete(worker_zh, path, sr->arg, shared_delete_done, call);
+			if (rc != ZOK)
+				shared_delete_done(rc, call);
+			break;
 		case ZKREQ_WATCH:
 		case ZKREQ_POKE_WATCH:
-			/* Not deferred: issue_call decided that already. */
-			worker_arm_watch_now(worker_watch_new(sr->slot, sr->incarnation,
-												  sr->kind == ZKREQ_WATCH ? WATCH_WAITER : WATCH_POKE,
-												  sr->kind == ZKREQ_WATCH ? sr->arg : ZWATCHTYPE_DATA,
-												  path, InvalidDsaPointer),
-					  call);
+		case ZKREQ_EXISTS_WATCH:
+			{
+				WorkerWatch *ww = worker_watch_new(sr->slot, sr->incarnation,
+												   sr->kind == ZKREQ_POKE_WATCH ? WATCH_POKE : WATCH_WAITER,
+												   sr->kind == ZKREQ_POKE_WATCH ? ZWATCHTYPE_DATA : sr->arg,
+												   path, InvalidDsaPointer);
+
+				ww->exists = sr->kind == ZKREQ_EXISTS_WATCH;
+				/* Not deferred: issue_call decided that already. */
+				worker_arm_watch_now(ww, call);
+			}
 			break;
 		default:
 			elog(ERROR, "zklock: request kind %d is not a reply's", (int) sr->kind);
@@ -615,11 +645,17 @@ names_owner(SharedRequest *sr, const char *path)
 	const char *name = strrchr(path, '/');
 	bool		ok;
 
-	if (name == NULL || strncmp(name + 1, "_c_", 3) != 0)
+	if (name == NULL)
+		return false;
+	name++;
+	/* A lock node: "_c_<tag>-..."; a barrier member: "<tag>". */
+	if (strncmp(name, "_c_", 3) == 0)
+		name += 3;
+	else if (strlen(name) != ZK_TAG_LEN)
 		return false;
 	SpinLockAcquire(&zk_shared->mutex);
 	ok = worker_shared_slot(sr->slot)->incarnation == sr->incarnation &&
-		strncmp(name + 4, worker_shared_slot(sr->slot)->owner, ZK_OWNER_BACKEND_LEN) == 0;
+		strncmp(name, worker_shared_slot(sr->slot)->owner, ZK_OWNER_BACKEND_LEN) == 0;
 	SpinLockRelease(&zk_shared->mutex);
 	return ok;
 }
@@ -1106,8 +1142,11 @@ worker_watch_armed(int rc, WorkerWatch *ww, Call *call)
 	bool		again = bridge_reply_lost(rc) && ww->kind == WATCH_HELD &&
 		watch_wanted(ww) && worker_still_current(call);
 
+	/* An exists watch is set on a missing node too. */
+	bool		set = rc == ZOK || (ww->exists && rc == ZNONODE);
+
 	ww->arming = false;
-	if (rc == ZOK)
+	if (set)
 		ww->armed = true;
 	else if (ww->kind == WATCH_HELD && rc == ZNONODE)
 		held_gone(ww);
@@ -1120,7 +1159,7 @@ worker_watch_armed(int rc, WorkerWatch *ww, Call *call)
 	if (again)
 		worker_arm_watch(ww, NULL);
 	/* Not set: the client keeps no watcher for a failed get. */
-	else if (rc != ZOK)
+	else if (!set)
 		worker_watch_free(ww);
 	else if (ww->removing)
 		worker_unwatch(ww);
@@ -1135,6 +1174,19 @@ data_watch_done(int rc, const char *value, int value_len,
 	if (rc == ZOK && call->watch->kind == WATCH_HELD &&
 		lock_node_revoke_message(value, value_len))
 		release_requested(call->watch, stat->version);
+	if (rc == ZOK && DsaPointerIsValid(call->req))
+		take_stat(dsa_get_address(zk_area, call->req), stat);
+	worker_watch_armed(rc, call->watch, call);
+	worker_call_free(call);
+}
+
+static void
+exists_watch_done(int rc, const struct Stat *stat, const void *data)
+{
+	Call	   *call = (Call *) data;
+
+	if (rc == ZOK && DsaPointerIsValid(call->req))
+		take_stat(dsa_get_address(zk_area, call->req), stat);
 	worker_watch_armed(rc, call->watch, call);
 	worker_call_free(call);
 }
@@ -1166,6 +1218,8 @@ worker_arm_watch_now(WorkerWatch *ww, Call *answer)
 	ww->arming = true;
 	if (ww->type == ZWATCHTYPE_CHILD)
 		rc = zoo_awget_children(worker_zh, ww->path, watcher, ww, child_watch_done, call);
+	else if (ww->exists)
+		rc = zoo_awexists(worker_zh, ww->path, watcher, ww, exists_watch_done, call);
 	else
 		rc = zoo_awget(worker_zh, ww->path, watcher, ww, data_watch_done, call);
 	if (rc != ZOK)

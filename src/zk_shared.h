@@ -103,6 +103,8 @@ typedef struct ZkSlot
 	uint64		committing;		/* passed the guard for this generation, and
 								 * has not finished committing; 0: not */
 	bool		revoke_signalled;	/* the worker sent it REVOKE_SIGNAL */
+	int			barrier_phase;	/* BarrierPhase of its wait at a barrier */
+	char		barrier_node[ZK_TAG_LEN + 1];	/* its member node there */
 	pg_atomic_uint64 counts[BRIDGE_NCOUNTERS];
 } ZkSlot;
 
