@@ -481,7 +481,8 @@ issue_call_now(Call *call, SharedRequest *sr)
 			break;
 		case ZKREQ_DELETE_SHARED:
 			/* A backend's lock node is its own: never deleted this way. */
-			if (strncmp(strrchr(path, '/') + 1, "_c_", 3) == 0)
+			if (strncmp(strrchr(path, '/') + 1, "_c_", 3) == 0 &&
+				lock_node_sequence(strrchr(path, '/') + 1) >= 0)
 			{
 				worker_reply(call, sr, ZBADARGUMENTS);
 				break;
@@ -1068,7 +1069,11 @@ watcher(zhandle_t *handle, int type, int state, const char *path, void *ctx)
 		SpinLockAcquire(&zk_shared->mutex);
 		latch = worker_slot_latch(ww->slot, ww->incarnation);
 		if (latch != NULL && ww->kind == WATCH_WAITER)
+		{
 			worker_shared_slot(ww->slot)->watch_events++;
+			if (ww->exists)
+				worker_shared_slot(ww->slot)->exists_events++;
+		}
 		/* A poke rewrites the entry; its deletion by its owner is none. */
 		else if (latch != NULL && type == ZOO_CHANGED_EVENT)
 			worker_shared_slot(ww->slot)->poked = true;

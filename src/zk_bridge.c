@@ -299,6 +299,7 @@ bridge_attach(void)
 	my_slot->exiting = false;
 	my_slot->cleaned = false;
 	my_slot->watch_events = 0;
+	my_slot->exists_events = 0;
 	my_slot->poked = false;
 	my_slot->deletes_pending = 0;
 	my_slot->held_deletions = 0;
@@ -821,6 +822,21 @@ bridge_watch_events(void)
 
 	SpinLockAcquire(&zk_shared->mutex);
 	n = my_slot->watch_events;
+	SpinLockRelease(&zk_shared->mutex);
+	return n;
+}
+
+/*
+ * How many of this backend's exists watches fired: an exists watch set on a
+ * missing node fires only when the node is created.
+ */
+uint64_t
+bridge_exists_events(void)
+{
+	uint64_t	n;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	n = my_slot->exists_events;
 	SpinLockRelease(&zk_shared->mutex);
 	return n;
 }

@@ -123,6 +123,7 @@ extern void bridge_parent_seen(uint64_t key, bool exists);
 
 /* Waiting. */
 extern uint64_t bridge_watch_events(void);
+extern uint64_t bridge_exists_events(void);
 extern void bridge_wait(long timeout_ms);
 extern void bridge_wait_quietly(long timeout_ms);
 

@@ -94,6 +94,7 @@ typedef struct ZkSlot
 	bool		exiting;		/* the backend goes: undo what it left */
 	bool		cleaned;		/* the worker did */
 	uint64		watch_events;	/* its watches fired */
+	uint64		exists_events;	/* ... of them, its exists watches */
 	bool		poked;			/* its published wait was rewritten */
 	int			deletes_pending;
 	uint64		held_deletions; /* its nodes deleted by others */
