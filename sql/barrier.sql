@@ -22,7 +22,7 @@ BEGIN
   SELECT t.r INTO r FROM dblink_get_result(conn) AS t(r text);
   PERFORM * FROM dblink_get_result(conn) AS t(r text);
   RETURN r;
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
   PERFORM * FROM dblink_get_result(conn, false) AS t(r text);
   RETURN SQLSTATE || ': ' || SQLERRM;
 END $$;
@@ -89,8 +89,10 @@ SELECT wait_until($$SELECT count(*) = 2 FROM members_of
 SELECT barrier_name, members, parties, ready FROM zk_barriers('b3');
 SELECT zk_barrier_enter('b3', 3, 20000) AS third_entered;
 SELECT answer_of('m1') AS m1_entered, answer_of('m2') AS m2_entered;
-SELECT position, parties, mine, state, before_ready FROM members_of
- WHERE barrier_name = 'b3' ORDER BY position;
+SELECT array_agg(position ORDER BY position) AS positions,
+       count(*) FILTER (WHERE mine) AS mine, bool_and(parties = 3) AS parties,
+       bool_and(state = 'inside') AS inside, bool_and(before_ready) AS before_ready
+  FROM members_of WHERE barrier_name = 'b3';
 SELECT barrier_name, members, ready, ready_stale FROM zk_barriers('b3');
 -- A fourth that comes late passes at once: the round passed.
 SELECT send_in('m4', $$SELECT zk_barrier_enter('b3', 3, 20000)::text$$);
@@ -212,6 +214,8 @@ SELECT barrier_name, path, members FROM zk_barriers('/zklock_regress_abs/barrier
 SELECT zk_barrier_leave('/zklock_regress_abs/barrier');
 SELECT zk_gate_close('/zklock_regress_abs/gate'), zk_gate_open('/zklock_regress_abs/gate');
 
+SELECT dblink_disconnect(c) FROM unnest(dblink_get_connections()) AS c ORDER BY 1;
+
 -- ---------------------------------------------------------------------------
 -- Privileges: closing, opening and resetting are for superusers unless
 -- granted; waiting, entering, leaving and the views are everybody's.
@@ -247,10 +251,12 @@ SELECT zk_lock_stats_reset();
 SELECT kind, passed, timeouts, cancels, total_wait_ms, max_wait_ms, waiting
   FROM zk_barrier_stats ORDER BY kind;
 
--- Nothing left: no member, no ready, no gate.
+-- Nothing left but the ready of the rounds whose members went without
+-- leaving: a reset deletes them.
 SELECT count(*) AS members FROM zk_cluster_barriers;
-SELECT barrier_name FROM zk_barriers() WHERE ready;
+SELECT barrier_name, zk_barrier_reset(barrier_name) FROM zk_barriers() WHERE ready
+ ORDER BY 1;
+SELECT count(*) AS barriers FROM zk_barriers();
 SELECT count(*) AS gates FROM zk_cluster_gates;
-SELECT dblink_disconnect(c) FROM unnest(dblink_get_connections()) AS c ORDER BY 1;
 DROP VIEW members_of;
 DROP FUNCTION send_in(text, text), answer_of(text);

@@ -649,6 +649,7 @@ judge_look(BarrierCall *c, bool *again)
 	finish(&c->watch);
 	if (answer_lost(&c->children, &rc))
 	{
+		unwatch(c);
 		barrier_await_reconnect();
 		return false;
 	}
