@@ -40,30 +40,6 @@ sub member
 	return $s;
 }
 
-# Start $sql in $s; its output line is "$tag|<value>", then "${tag}_done".
-sub start_call
-{
-	my ($s, $tag, $sql) = @_;
-	send_query($s, "SELECT '$tag', ($sql)", "${tag}_done");
-	return;
-}
-
-# Whether the call started with $tag has returned, without waiting.
-sub returned
-{
-	my ($s, $tag) = @_;
-	$s->{run}->pump_nb;
-	return $s->{stdout} =~ /\Q${tag}_done\E/;
-}
-
-# The call's value ('t', 'f'), or undef if it failed; waits for it.
-sub result
-{
-	my ($s, $tag) = @_;
-	my $out = wait_marker($s, "${tag}_done");
-	return $out =~ /^\Q$tag\E\|(\S*)$/m ? $1 : undef;
-}
-
 # The member nodes of barrier $name now, as ZooKeeper has them.
 sub member_nodes
 {
@@ -99,12 +75,12 @@ my @members = (
 for my $round (1 .. 2)
 {
 	my $label = "round $round";
-	start_call($_, 'enter', q{zk_barrier_enter('job', 4, 60000)}) for @members[ 0 .. 2 ];
+	send_call($_, 'enter', q{zk_barrier_enter('job', 4, 60000)}) for @members[ 0 .. 2 ];
 	ok(wait_for_wait_event($node{ $_->{node} }, $_->{name}),
 		"$label: $_->{name} waits in enter, shown in pg_stat_activity") for @members[ 0 .. 2 ];
 	ok(wait_members('job', 3), "$label: three member nodes");
 	sleep_for(1);
-	ok(!returned($_, 'enter'), "$label: $_->{name} is not through enter before the fourth (1 s)")
+	ok(!call_returned($_, 'enter'), "$label: $_->{name} is not through enter before the fourth (1 s)")
 	  for @members[ 0 .. 2 ];
 
 	# The views, from either server: the others' members without a state.
@@ -119,8 +95,8 @@ SELECT string_agg(coalesce(state, '-') || ':' || coalesce(cluster_name, '?') || 
 		"$label: zk_barrier_stats counts the waits, per server");
 
 	my $t_last = time;
-	start_call($members[3], 'enter', q{zk_barrier_enter('job', 4, 60000)});
-	is(result($_, 'enter'), 't', "$label: $_->{name} is through enter") for @members;
+	send_call($members[3], 'enter', q{zk_barrier_enter('job', 4, 60000)});
+	is(call_result($_, 'enter'), 't', "$label: $_->{name} is through enter") for @members;
 	my $took = time - $t_last;
 	cmp_ok($took, '<', 5, sprintf("$label: all through %.3f s after the fourth entered", $took));
 	is($node_a->safe_psql('postgres', q{
@@ -129,17 +105,17 @@ SELECT string_agg(coalesce(state, '-') || ':' || before_ready, ',' ORDER BY stat
 		'inside:true,inside:true,-:true,-:true', "$label: node_a sees all four inside, before ready");
 
 	# Leaving: three leave, none through before the fourth has left.
-	start_call($_, 'leave', q{zk_barrier_leave('job', 60000)}) for @members[ 0 .. 2 ];
+	send_call($_, 'leave', q{zk_barrier_leave('job', 60000)}) for @members[ 0 .. 2 ];
 	ok(wait_for_wait_event($node{ $_->{node} }, $_->{name}),
 		"$label: $_->{name} waits in leave") for @members[ 0 .. 2 ];
 	is($node_b->safe_psql('postgres', q{SELECT ready FROM zk_barriers('job')}),
 		'f', "$label: ready is gone with the first leave");
 	sleep_for(1);
-	ok(!returned($_, 'leave'), "$label: $_->{name} is not through leave before the fourth (1 s)")
+	ok(!call_returned($_, 'leave'), "$label: $_->{name} is not through leave before the fourth (1 s)")
 	  for @members[ 0 .. 2 ];
 	$t_last = time;
-	start_call($members[3], 'leave', q{zk_barrier_leave('job', 60000)});
-	is(result($_, 'leave'), 't', "$label: $_->{name} is through leave") for @members;
+	send_call($members[3], 'leave', q{zk_barrier_leave('job', 60000)});
+	is(call_result($_, 'leave'), 't', "$label: $_->{name} is through leave") for @members;
 	$took = time - $t_last;
 	cmp_ok($took, '<', 5, sprintf("$label: all through %.3f s after the fourth left", $took));
 	ok(wait_members('job', 0), "$label: no member node left");
@@ -155,15 +131,15 @@ is($node_a->safe_psql('postgres', q{SELECT passed FROM zk_barrier_stats WHERE ki
 	is($node_a->safe_psql('postgres', q{SELECT zk_gate_close('nightly')}), 't', 'gate: closed on node_a');
 	is($node_b->safe_psql('postgres', q{SELECT closed, cluster_name FROM zk_gates('nightly')}),
 		't|node_a', 'gate: node_b sees it closed by node_a');
-	start_call($members[0], 'gate', q{zk_gate_wait('nightly')});
-	start_call($members[2], 'gate', q{zk_gate_wait('nightly', 60000)});
+	send_call($members[0], 'gate', q{zk_gate_wait('nightly')});
+	send_call($members[2], 'gate', q{zk_gate_wait('nightly', 60000)});
 	ok(wait_for_wait_event($node_a, 'm_a1'), 'gate: a waiter on node_a');
 	ok(wait_for_wait_event($node_b, 'm_b1'), 'gate: a waiter on node_b');
 	sleep_for(0.5);
-	ok(!returned($_, 'gate'), "gate: $_->{name} waits while it is closed") for @members[ 0, 2 ];
+	ok(!call_returned($_, 'gate'), "gate: $_->{name} waits while it is closed") for @members[ 0, 2 ];
 	my $t0 = time;
 	is($node_b->safe_psql('postgres', q{SELECT zk_gate_open('nightly')}), 't', 'gate: opened on node_b');
-	is(result($_, 'gate'), 't', "gate: $_->{name} passes") for @members[ 0, 2 ];
+	is(call_result($_, 'gate'), 't', "gate: $_->{name} passes") for @members[ 0, 2 ];
 	cmp_ok(time - $t0, '<', 5, 'gate: both within 5 s of the opening');
 	is($node_a->safe_psql('postgres', q{SELECT count(*) FROM zk_cluster_gates}), '0',
 		'gate: no gate left');
@@ -173,18 +149,17 @@ is($node_a->safe_psql('postgres', q{SELECT passed FROM zk_barrier_stats WHERE ki
 # 3. A waiting member cancelled, another terminated: their nodes go, the
 #    others wait on.
 {
-	start_call($members[0], 'enter', q{zk_barrier_enter('ends', 4, 60000)});
-	start_call($members[2], 'enter', q{zk_barrier_enter('ends', 4, 60000)});
-	start_call($members[3], 'enter', q{zk_barrier_enter('ends', 4, 60000)});
+	send_call($members[0], 'enter', q{zk_barrier_enter('ends', 4, 60000)});
+	send_call($members[2], 'enter', q{zk_barrier_enter('ends', 4, 60000)});
+	send_call($members[3], 'enter', q{zk_barrier_enter('ends', 4, 60000)});
 	ok(wait_members('ends', 3), 'ends: three members wait');
 	ok(wait_for_wait_event($node_b, 'm_b2'), 'ends: m_b2 waits');
 	my $pid = $node_b->safe_psql('postgres',
 		q{SELECT pid FROM pg_stat_activity WHERE application_name = 'm_b2'});
 	is($node_b->safe_psql('postgres', "SELECT pg_cancel_backend($pid)"), 't', 'ends: m_b2 cancelled');
-	is(result($members[3], 'enter'), undef, 'ends: its enter fails');
-	like($members[3]->{stderr}, qr/ERROR:  57014: canceling statement due to user request/,
-		'ends: 57014');
-	$members[3]->{stderr} = '';
+	my ($value, $err) = call_result($members[3], 'enter');
+	is($value, undef, 'ends: its enter fails');
+	like($err, qr/ERROR:  57014: canceling statement due to user request/, 'ends: 57014');
 	ok(wait_members('ends', 2), 'ends: its node is gone');
 	is($node_b->safe_psql('postgres', q{SELECT cancels FROM zk_barrier_stats WHERE kind = 'enter'}),
 		'1', 'ends: counted as cancelled');
@@ -194,21 +169,19 @@ is($node_a->safe_psql('postgres', q{SELECT passed FROM zk_barrier_stats WHERE ki
 	is($node_a->safe_psql('postgres', "SELECT pg_terminate_backend($pid)"), 't', 'ends: m_a1 terminated');
 	ok(wait_members('ends', 1), 'ends: its node is gone');
 	is(waiting('a', 'enter'), '0', 'ends: node_a counts no wait any more');
-	ok(!returned($members[2], 'enter'), 'ends: m_b1 waits on');
+	ok(!call_returned($members[2], 'enter'), 'ends: m_b1 waits on');
 	eval { $members[0]->quit };
 	$members[0] = member('a', 'm_a1');
-	start_call($members[0], 'enter', q{zk_barrier_enter('ends', 3, 60000)});
-	is(result($members[0], 'enter'), undef, 'ends: other parties than a member inside: refused');
-	like($members[0]->{stderr},
-		qr/ERROR:  22023: zklock barrier "ends" is in use with 4 parties, not 3/,
+	send_call($members[0], 'enter', q{zk_barrier_enter('ends', 3, 60000)});
+	($value, $err) = call_result($members[0], 'enter');
+	is($value, undef, 'ends: other parties than a member inside: refused');
+	like($err, qr/ERROR:  22023: zklock barrier "ends" is in use with 4 parties, not 3/,
 		'ends: 22023');
-	$members[0]->{stderr} = '';
 	ok(wait_members('ends', 1), 'ends: and leaves no node');
 	$pid = $node_b->safe_psql('postgres',
 		q{SELECT pid FROM pg_stat_activity WHERE application_name = 'm_b1'});
 	$node_b->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
-	is(result($members[2], 'enter'), undef, 'ends: m_b1 cancelled too');
-	$members[2]->{stderr} = '';
+	is(call_result($members[2], 'enter'), undef, 'ends: m_b1 cancelled too');
 	ok(wait_members('ends', 0), 'ends: no node left');
 }
 
@@ -217,15 +190,15 @@ is($node_a->safe_psql('postgres', q{SELECT passed FROM zk_barrier_stats WHERE ki
 #    session at once (the reaper or the next worker), so the other members'
 #    leave goes through well before the session timeout.
 {
-	start_call($_, 'enter', q{zk_barrier_enter('crash', 4, 60000)}) for @members;
-	is(result($_, 'enter'), 't', "crash: $_->{name} entered") for @members;
+	send_call($_, 'enter', q{zk_barrier_enter('crash', 4, 60000)}) for @members;
+	is(call_result($_, 'enter'), 't', "crash: $_->{name} entered") for @members;
 	my $pid = $node_a->safe_psql('postgres',
 		q{SELECT pid FROM pg_stat_activity WHERE application_name = 'm_a1'});
-	start_call($_, 'leave', q{zk_barrier_leave('crash', 60000)}) for @members[ 2, 3 ];
+	send_call($_, 'leave', q{zk_barrier_leave('crash', 60000)}) for @members[ 2, 3 ];
 	ok(wait_for_wait_event($node_b, 'm_b2'), 'crash: node_b\'s members wait in leave');
 	my $t0 = time;
 	kill 'KILL', $pid;
-	is(result($_, 'leave'), 't', "crash: $_->{name} is through leave") for @members[ 2, 3 ];
+	is(call_result($_, 'leave'), 't', "crash: $_->{name} is through leave") for @members[ 2, 3 ];
 	my $took = time - $t0;
 	cmp_ok($took, '<', $timeout_s / 2 + 1,
 		sprintf('crash: %.2f s after the kill, before the session timeout', $took));
@@ -242,32 +215,31 @@ is($node_a->safe_psql('postgres', q{SELECT passed FROM zk_barrier_stats WHERE ki
 #    resumed, its member learns at its next call that it is no longer one.
 {
 	ok(defined wait_worker_session($node_a), 'stalled: node_a has its session again');
-	start_call($_, 'enter', q{zk_barrier_enter('stalled', 4, 60000)}) for @members;
-	is(result($_, 'enter'), 't', "stalled: $_->{name} entered") for @members;
-	start_call($_, 'leave', q{zk_barrier_leave('stalled', 60000)}) for @members[ 0, 1 ];
+	send_call($_, 'enter', q{zk_barrier_enter('stalled', 4, 60000)}) for @members;
+	is(call_result($_, 'enter'), 't', "stalled: $_->{name} entered") for @members;
+	send_call($_, 'leave', q{zk_barrier_leave('stalled', 60000)}) for @members[ 0, 1 ];
 	ok(wait_for_wait_event($node_a, 'm_a2'), 'stalled: node_a\'s members wait in leave');
 	my @pids = ($node_b->{_pid},
 		map { (split ' ')[0] } split /\n/, `ps -o pid= --ppid $node_b->{_pid}`);
 	my $t0 = time;
 	kill 'STOP', @pids;
-	is(result($_, 'leave'), 't', "stalled: $_->{name} is through leave") for @members[ 0, 1 ];
+	is(call_result($_, 'leave'), 't', "stalled: $_->{name} is through leave") for @members[ 0, 1 ];
 	my $took = time - $t0;
 	cmp_ok($took, '<', $timeout_s + 2,
 		sprintf('stalled: %.2f s after the stop, within the session timeout (and a tick)', $took));
 	note sprintf('node_b stopped to node_a\'s members through leave: %.2f s', $took);
 	kill 'CONT', @pids;
 	ok(defined wait_worker_session($node_b, 60), 'stalled: node_b has a new session');
-	start_call($members[2], 'leave', q{zk_barrier_leave('stalled')});
-	is(result($members[2], 'leave'), undef, 'stalled: node_b\'s member: leave fails');
-	like($members[2]->{stderr},
-		qr/ERROR:  08006: this session is no longer a member of zklock barrier "stalled"/,
+	send_call($members[2], 'leave', q{zk_barrier_leave('stalled')});
+	my ($value, $err) = call_result($members[2], 'leave');
+	is($value, undef, 'stalled: node_b\'s member: leave fails');
+	like($err, qr/ERROR:  08006: this session is no longer a member of zklock barrier "stalled"/,
 		'stalled: 08006, no longer a member');
-	$members[2]->{stderr} = '';
-	start_call($members[2], 'leave', q{zk_barrier_leave('stalled')});
-	is(result($members[2], 'leave'), undef, 'stalled: asked again');
-	like($members[2]->{stderr}, qr/ERROR:  55000: this session is not a member of zklock barrier "stalled"/,
+	send_call($members[2], 'leave', q{zk_barrier_leave('stalled')});
+	($value, $err) = call_result($members[2], 'leave');
+	is($value, undef, 'stalled: asked again');
+	like($err, qr/ERROR:  55000: this session is not a member of zklock barrier "stalled"/,
 		'stalled: 55000, not a member (forgotten)');
-	$members[2]->{stderr} = '';
 	ok(wait_members('stalled', 0), 'stalled: no member node left');
 }
 

@@ -27,28 +27,14 @@ sub member
 	return $s;
 }
 
-sub start_call
-{
-	my ($s, $tag, $sql) = @_;
-	send_query($s, "SELECT '$tag', ($sql)", "${tag}_done");
-	return;
-}
-
-sub result
+# A failed call's value (undef), its ERROR line and its DETAIL line.
+sub failed
 {
 	my ($s, $tag) = @_;
-	my $out = wait_marker($s, "${tag}_done");
-	return $out =~ /^\Q$tag\E\|(\S*)$/m ? $1 : undef;
-}
-
-# The ERROR and DETAIL lines of a failed call, and clear them.
-sub error_of
-{
-	my ($s) = @_;
-	my ($error) = $s->{stderr} =~ /^(ERROR:.*)$/m;
-	my ($detail) = $s->{stderr} =~ /^(DETAIL:.*)$/m;
-	$s->{stderr} = '';
-	return ($error // '', $detail // '');
+	my ($value, $err) = call_result($s, $tag);
+	my ($error) = $err =~ /(ERROR:.*)$/m;
+	my ($detail) = $err =~ /(DETAIL:.*)$/m;
+	return ($value, $error // '', $detail // '');
 }
 
 # 1. The worker restarted: a member waiting in enter, a waiter at a gate,
@@ -58,22 +44,22 @@ my $gate_waiter = member('gate_waiter');
 my $holder = member('holder');
 my $lock_waiter = member('lock_waiter');
 $holder->query_safe(q{SELECT zk_lock_acquire('l'), zk_gate_close('g')});
-start_call($enterer, 'enter', q{zk_barrier_enter('w', 2)});
-start_call($gate_waiter, 'wait', q{zk_gate_wait('g')});
-start_call($lock_waiter, 'lock', q{zk_lock_acquire('l')});
+send_call($enterer, 'enter', q{zk_barrier_enter('w', 2)});
+send_call($gate_waiter, 'wait', q{zk_gate_wait('g')});
+send_call($lock_waiter, 'lock', q{zk_lock_acquire('l')});
 ok(wait_for_wait_event($node, $_), "$_ waits")
   for qw(enterer gate_waiter lock_waiter);
 my $old = worker_pid($node);
 kill 'TERM', $old;
-is(result($enterer, 'enter'), undef, 'worker restarted: the enter fails');
-my ($enter_error, $enter_detail) = error_of($enterer);
+my ($value, $enter_error, $enter_detail) = failed($enterer, 'enter');
+is($value, undef, 'worker restarted: the enter fails');
 like($enter_error, qr/^ERROR:  08006: ZooKeeper session was lost while at a zklock barrier or gate$/,
 	'worker restarted: the enter fails with 08006');
-is(result($gate_waiter, 'wait'), undef, 'worker restarted: the gate wait fails');
-my ($gate_error, $gate_detail) = error_of($gate_waiter);
+($value, my $gate_error, my $gate_detail) = failed($gate_waiter, 'wait');
+is($value, undef, 'worker restarted: the gate wait fails');
 is($gate_error, $enter_error, 'worker restarted: the gate waiter gets the same error');
-is(result($lock_waiter, 'lock'), undef, 'worker restarted: the lock waiter fails');
-my ($lock_error, $lock_detail) = error_of($lock_waiter);
+($value, my $lock_error, my $lock_detail) = failed($lock_waiter, 'lock');
+is($value, undef, 'worker restarted: the lock waiter fails');
 like($lock_error, qr/^ERROR:  08006: ZooKeeper session was lost while waiting for a lock$/,
 	'worker restarted: the lock waiter fails with 08006');
 is($enter_detail, $lock_detail, "worker restarted: the member's DETAIL is the lock waiter's");
@@ -89,32 +75,32 @@ is($holder->query_safe(q{SELECT zk_gate_open('g')}), 't', 'and opens');
 
 # 2. A reload that changes the session: a member waiting in leave fails,
 #    naming the settings; the member inside learns it at its next call.
-start_call($enterer, 'enter', q{zk_barrier_enter('r', 2)});
-start_call($gate_waiter, 'enter', q{zk_barrier_enter('r', 2)});
-is(result($_, 'enter'), 't', 'reload: two members entered') for $enterer, $gate_waiter;
-start_call($enterer, 'leave', q{zk_barrier_leave('r')});
+send_call($enterer, 'enter', q{zk_barrier_enter('r', 2)});
+send_call($gate_waiter, 'enter', q{zk_barrier_enter('r', 2)});
+is(call_result($_, 'enter'), 't', 'reload: two members entered') for $enterer, $gate_waiter;
+send_call($enterer, 'leave', q{zk_barrier_leave('r')});
 ok(wait_for_wait_event($node, 'enterer'), 'reload: one waits in leave');
 ok(reconfigure($node, 'zklock.session_timeout' => 5000), 'reload: a new session');
-is(result($enterer, 'leave'), undef, 'reload: the leave fails');
-my ($leave_error, $leave_detail) = error_of($enterer);
+($value, my $leave_error, my $leave_detail) = failed($enterer, 'leave');
+is($value, undef, 'reload: the leave fails');
 like($leave_error, qr/^ERROR:  08006: ZooKeeper session was lost while at a zklock barrier or gate$/,
 	'reload: 08006');
 like($leave_detail, qr/closed the session because zklock.hosts, zklock.session_timeout or zklock.auth changed at a reload/,
 	'reload: the DETAIL says why');
-start_call($gate_waiter, 'leave', q{zk_barrier_leave('r')});
-is(result($gate_waiter, 'leave'), undef, 'reload: the member inside: its leave fails');
-my ($inside_error) = error_of($gate_waiter);
+send_call($gate_waiter, 'leave', q{zk_barrier_leave('r')});
+($value, my $inside_error) = failed($gate_waiter, 'leave');
+is($value, undef, 'reload: the member inside: its leave fails');
 like($inside_error, qr/^ERROR:  08006: this session is no longer a member of zklock barrier "r"$/,
 	'reload: 08006, no longer a member');
-start_call($gate_waiter, 'leave', q{zk_barrier_leave('r')});
-is(result($gate_waiter, 'leave'), undef, 'reload: asked again');
-($inside_error) = error_of($gate_waiter);
+send_call($gate_waiter, 'leave', q{zk_barrier_leave('r')});
+($value, $inside_error) = failed($gate_waiter, 'leave');
+is($value, undef, 'reload: asked again');
 like($inside_error, qr/^ERROR:  55000: this session is not a member of zklock barrier "r"$/,
 	'reload: forgotten: 55000, not a member');
-start_call($gate_waiter, 'enter', q{zk_barrier_enter('r', 1)});
-is(result($gate_waiter, 'enter'), 't', 'reload: it may enter again');
-start_call($gate_waiter, 'leave', q{zk_barrier_leave('r')});
-is(result($gate_waiter, 'leave'), 't', 'reload: and leave');
+send_call($gate_waiter, 'enter', q{zk_barrier_enter('r', 1)});
+is(call_result($gate_waiter, 'enter'), 't', 'reload: it may enter again');
+send_call($gate_waiter, 'leave', q{zk_barrier_leave('r')});
+is(call_result($gate_waiter, 'leave'), 't', 'reload: and leave');
 
 $_->quit for $enterer, $gate_waiter, $holder, $lock_waiter;
 finish_checks($zk, [$node]);

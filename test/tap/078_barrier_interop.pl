@@ -122,7 +122,7 @@ sub program_quit
 	}
 	$p->{h}->finish;
 	$p->{done} = 1;
-	return $p->{h}->result(0);
+	return $p->{h}->call_result(0);
 }
 
 END
@@ -135,27 +135,6 @@ END
 
 # ---------------------------------------------------------------------------
 # zklock members: a session on each server.
-
-sub start_call
-{
-	my ($s, $tag, $sql) = @_;
-	send_query($s, "SELECT '$tag', ($sql)", "${tag}_done");
-	return;
-}
-
-sub returned
-{
-	my ($s, $tag) = @_;
-	$s->{run}->pump_nb;
-	return $s->{stdout} =~ /\Q${tag}_done\E/;
-}
-
-sub result
-{
-	my ($s, $tag) = @_;
-	my $out = wait_marker($s, "${tag}_done");
-	return $out =~ /^\Q$tag\E\|(\S*)$/m ? $1 : undef;
-}
 
 # The children of $at, as ZooKeeper has them.
 sub children_of
@@ -195,7 +174,7 @@ sub round
 	{
 		if ($m =~ /^zk_/)
 		{
-			start_call($member{$m}, 'enter', qq{zk_barrier_enter('$path', 4, 60000)});
+			send_call($member{$m}, 'enter', qq{zk_barrier_enter('$path', 4, 60000)});
 			ok(wait_for_wait_event($m eq 'zk_a' ? $node_a : $node_b, $m),
 				"$label: zklock $m waits in enter");
 		}
@@ -208,14 +187,14 @@ sub round
 	sleep_for(1);
 	for my $m (@order[ 0 .. $#order - 1 ])
 	{
-		ok($m =~ /^zk_/ ? !returned($member{$m}, 'enter')
+		ok($m =~ /^zk_/ ? !call_returned($member{$m}, 'enter')
 			: !program_said($member{$m}, qr/^entered/m),
 			"$label: $m is not through enter before $last (1 s)");
 	}
 	my $t0 = time;
 	if ($last =~ /^zk_/)
 	{
-		start_call($member{$last}, 'enter', qq{zk_barrier_enter('$path', 4, 60000)});
+		send_call($member{$last}, 'enter', qq{zk_barrier_enter('$path', 4, 60000)});
 	}
 	else
 	{
@@ -225,7 +204,7 @@ sub round
 	{
 		if ($m =~ /^zk_/)
 		{
-			is(result($member{$m}, 'enter'), 't', "$label: zklock $m is through enter");
+			is(call_result($member{$m}, 'enter'), 't', "$label: zklock $m is through enter");
 		}
 		else
 		{
@@ -246,7 +225,7 @@ SELECT count(*), count(*) FILTER (WHERE before_ready), count(parties),
 	{
 		if ($m =~ /^zk_/)
 		{
-			start_call($member{$m}, 'leave', qq{zk_barrier_leave('$path', 60000)});
+			send_call($member{$m}, 'leave', qq{zk_barrier_leave('$path', 60000)});
 		}
 		else
 		{
@@ -256,14 +235,14 @@ SELECT count(*), count(*) FILTER (WHERE before_ready), count(parties),
 	sleep_for(1.5);
 	for my $m (@order[ 0 .. $#order - 1 ])
 	{
-		ok($m =~ /^zk_/ ? !returned($member{$m}, 'leave')
+		ok($m =~ /^zk_/ ? !call_returned($member{$m}, 'leave')
 			: !program_said($member{$m}, qr/^left/m),
 			"$label: $m is not through leave before $last (1.5 s)");
 	}
 	$t0 = time;
 	if ($last =~ /^zk_/)
 	{
-		start_call($member{$last}, 'leave', qq{zk_barrier_leave('$path', 60000)});
+		send_call($member{$last}, 'leave', qq{zk_barrier_leave('$path', 60000)});
 	}
 	else
 	{
@@ -273,7 +252,7 @@ SELECT count(*), count(*) FILTER (WHERE before_ready), count(parties),
 	{
 		if ($m =~ /^zk_/)
 		{
-			is(result($member{$m}, 'leave'), 't', "$label: zklock $m is through leave");
+			is(call_result($member{$m}, 'leave'), 't', "$label: zklock $m is through leave");
 		}
 		else
 		{
@@ -296,11 +275,11 @@ round('round 3 (Kazoo last)', qw(zk_a curator zk_b kazoo));
 	my $label = 'leftover';
 	program_send($curator, 'enter 4');
 	program_send($kazoo, 'enter 4');
-	start_call($za, 'enter', qq{zk_barrier_enter('$path', 4, 60000)});
-	start_call($zb, 'enter', qq{zk_barrier_enter('$path', 4, 60000)});
+	send_call($za, 'enter', qq{zk_barrier_enter('$path', 4, 60000)});
+	send_call($zb, 'enter', qq{zk_barrier_enter('$path', 4, 60000)});
 	ok(defined program_wait($_, qr/^entered true (\d+)$/m, 30), "$label: $_->{lib} entered")
 	  for $curator, $kazoo;
-	is(result($_, 'enter'), 't', "$label: zklock entered") for $za, $zb;
+	is(call_result($_, 'enter'), 't', "$label: zklock entered") for $za, $zb;
 	program_quit($_) for $curator, $kazoo;
 	$za->quit;
 	$zb->quit;
@@ -355,17 +334,17 @@ round('round 3 (Kazoo last)', qw(zk_a curator zk_b kazoo));
 {
 	my $label = 'killed';
 	program_send($_, 'enter 4') for $curator, $kazoo;
-	start_call($_, 'enter', qq{zk_barrier_enter('$path', 4, 60000)}) for $za, $zb;
+	send_call($_, 'enter', qq{zk_barrier_enter('$path', 4, 60000)}) for $za, $zb;
 	ok(defined program_wait($_, qr/^entered true \d+$/m, 30), "$label: $_->{lib} entered")
 	  for $curator, $kazoo;
-	is(result($_, 'enter'), 't', "$label: zklock entered") for $za, $zb;
-	start_call($_, 'leave', qq{zk_barrier_leave('$path', 60000)}) for $za, $zb;
+	is(call_result($_, 'enter'), 't', "$label: zklock entered") for $za, $zb;
+	send_call($_, 'leave', qq{zk_barrier_leave('$path', 60000)}) for $za, $zb;
 	program_send($curator, 'leave');
 	sleep_for(0.5);
 	my $t0 = time;
 	$kazoo->{h}->kill_kill;
 	$kazoo->{done} = 1;
-	is(result($_, 'leave'), 't', "$label: zklock is through leave") for $za, $zb;
+	is(call_result($_, 'leave'), 't', "$label: zklock is through leave") for $za, $zb;
 	ok(defined program_wait($curator, qr/^left true \d+$/m, 30), "$label: Curator is through leave")
 	  or program_diag($curator);
 	note sprintf("$label: the others through leave %.2f s after the kill (session timeout 4 s)", time - $t0);
@@ -393,15 +372,15 @@ round('round 3 (Kazoo last)', qw(zk_a curator zk_b kazoo));
 		ok($close{$closer}->(), "$label: closed");
 		is($node_b->safe_psql('postgres', qq{SELECT closed FROM zk_gates('$gate')}), 't',
 			"$label: zk_gates says closed");
-		start_call($zb, 'wait', qq{zk_gate_wait('$gate', 60000)});
+		send_call($zb, 'wait', qq{zk_gate_wait('$gate', 60000)});
 		ok(wait_for_wait_event($node_b, 'zk_b'), "$label: zklock waits");
 		my @waiters = grep { $_->{lib} ne $closer && $_->{lib} ne $opener } $cg, $kg;
 		program_send($_, 'wait 60000') for @waiters;
 		sleep_for(1);
-		ok(!returned($zb, 'wait'), "$label: zklock waits while it is closed (1 s)");
+		ok(!call_returned($zb, 'wait'), "$label: zklock waits while it is closed (1 s)");
 		ok(!program_said($_, qr/^passed/m), "$label: $_->{lib} waits while it is closed (1 s)") for @waiters;
 		ok($open{$opener}->(), "$label: opened");
-		is(result($zb, 'wait'), 't', "$label: zklock passes");
+		is(call_result($zb, 'wait'), 't', "$label: zklock passes");
 		ok(defined program_wait($_, qr/^passed true \d+$/m, 30), "$label: $_->{lib} passes") for @waiters;
 		is($node_a->safe_psql('postgres', qq{SELECT closed FROM zk_gates('$gate')}), 'f',
 			"$label: open");
