@@ -122,7 +122,7 @@ sub program_quit
 	}
 	$p->{h}->finish;
 	$p->{done} = 1;
-	return $p->{h}->call_result(0);
+	return $p->{h}->result(0);
 }
 
 END
