@@ -16,11 +16,11 @@ use strict;
 use warnings;
 
 use FindBin;
-use IPC::Run ();
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
+use ForeignProgram;
 use ZklockTest;
 
 my $interop = "$FindBin::Bin/../interop";
@@ -43,94 +43,26 @@ my $path = '/interop_barrier/job';
 my $gate = '/interop_barrier/gate';
 
 # ---------------------------------------------------------------------------
-# The other side, under IPC::Run; every wait bounded, killed at the end.
-my @programs;
-
+# The other side (test/perl/ForeignProgram.pm), connected to $at.
 sub program_start
 {
 	my ($lib, $at) = @_;
-	my $p = { lib => $lib, in => '', out => '', err => '' };
 	my @cmd = $lib eq 'curator'
 	  ? ('java', '-Xmx128m', '-XX:+UseSerialGC', '-cp', $curator_cp,
 		"$interop/CuratorBarrier.java")
 	  : ('/usr/bin/python3', "$interop/kazoo_barrier.py");
-	$p->{h} = IPC::Run::start([ @cmd, $zk->hosts, $at, 240 ],
-		'<', \$p->{in}, '>', \$p->{out}, '2>', \$p->{err});
-	push @programs, $p;
-	ok(program_wait($p, qr/^ready$/m, 60), "$lib is connected")
+	my $p = program_run([ @cmd, $zk->hosts, $at, 240 ], $lib);
+	$p->{lib} = $lib;
+	ok(program_take($p, qr/^ready$/m, 60), "$lib is connected")
 	  or program_diag($p);
 	return $p;
-}
-
-# Pump until its stdout matches $re (consumed), or $secs passed: $re's
-# first capture (1 if none), undef if no match.
-sub program_wait
-{
-	my ($p, $re, $secs) = @_;
-	my $deadline = time + $secs;
-	while (1)
-	{
-		eval { $p->{h}->pump_nb };
-		if ($p->{out} =~ $re)
-		{
-			my $got = defined $1 ? $1 : 1;
-			$p->{out} =~ s/$re//;
-			return $got;
-		}
-		return undef if time > $deadline || !$p->{h}->pumpable;
-		sleep 0.02;
-	}
-}
-
-sub program_said
-{
-	my ($p, $re) = @_;
-	eval { $p->{h}->pump_nb };
-	return $p->{out} =~ $re;
-}
-
-sub program_send
-{
-	my ($p, $cmd) = @_;
-	$p->{in} .= "$cmd\n";
-	eval { $p->{h}->pump_nb };
-	return;
-}
-
-sub program_diag
-{
-	my ($p) = @_;
-	diag "$p->{lib}: stdout:\n$p->{out}stderr:\n$p->{err}";
-	return;
 }
 
 sub program_quit
 {
 	my ($p) = @_;
 	program_send($p, 'quit');
-	my $deadline = time + 30;
-	while ($p->{h}->pumpable && time < $deadline)
-	{
-		eval { $p->{h}->pump_nb };
-		sleep 0.02;
-	}
-	if ($p->{h}->pumpable)
-	{
-		$p->{h}->kill_kill;
-		$p->{done} = 1;
-		return undef;
-	}
-	$p->{h}->finish;
-	$p->{done} = 1;
-	return $p->{h}->result(0);
-}
-
-END
-{
-	for my $p (@programs)
-	{
-		eval { $p->{h}->kill_kill } unless $p->{done};
-	}
+	return program_end($p);
 }
 
 # ---------------------------------------------------------------------------
@@ -208,7 +140,7 @@ sub round
 		}
 		else
 		{
-			my $ms = program_wait($member{$m}, qr/^entered true (\d+)$/m, 30);
+			my $ms = program_take($member{$m}, qr/^entered true (\d+)$/m, 30);
 			ok(defined $ms, "$label: $m is through enter") or program_diag($member{$m});
 			cmp_ok(($ms // 0) / 1000, '>=', $t0 - 0.01, "$label: $m through after $last entered, not before");
 		}
@@ -256,7 +188,7 @@ SELECT count(*), count(*) FILTER (WHERE before_ready), count(parties),
 		}
 		else
 		{
-			ok(defined program_wait($member{$m}, qr/^left true (\d+)$/m, 30),
+			ok(defined program_take($member{$m}, qr/^left true (\d+)$/m, 30),
 				"$label: $m is through leave") or program_diag($member{$m});
 		}
 	}
@@ -277,7 +209,7 @@ round('round 3 (Kazoo last)', qw(zk_a curator zk_b kazoo));
 	program_send($kazoo, 'enter 4');
 	send_call($za, 'enter', qq{zk_barrier_enter('$path', 4, 60000)});
 	send_call($zb, 'enter', qq{zk_barrier_enter('$path', 4, 60000)});
-	ok(defined program_wait($_, qr/^entered true (\d+)$/m, 30), "$label: $_->{lib} entered")
+	ok(defined program_take($_, qr/^entered true (\d+)$/m, 30), "$label: $_->{lib} entered")
 	  for $curator, $kazoo;
 	is(call_result($_, 'enter'), 't', "$label: zklock entered") for $za, $zb;
 	program_quit($_) for $curator, $kazoo;
@@ -295,7 +227,7 @@ round('round 3 (Kazoo last)', qw(zk_a curator zk_b kazoo));
 	ok(wait_children($copy, 1, 20), "$label: a ready left on $copy too");
 	my $c = program_start('curator', $copy);
 	program_send($c, 'enter 4 3000');
-	is(program_wait($c, qr/^entered (true|false) \d+$/m, 30), 'true',
+	is(program_take($c, qr/^entered (true|false) \d+$/m, 30), 'true',
 		"$label: Curator alone of four passes at once on a ready left behind");
 	program_quit($c);
 	ok(wait_children($copy, 1, 20), "$label: Curator's node went with its session, ready stays");
@@ -304,15 +236,14 @@ round('round 3 (Kazoo last)', qw(zk_a curator zk_b kazoo));
 	ok(wait_children($copy, 2, 20), "$label: Kazoo's first member is in");
 	sleep_for(0.5);
 	program_send($k[1], 'enter 3');
-	ok(defined program_wait($k[1], qr/^entered true \d+$/m, 30),
+	ok(defined program_take($k[1], qr/^entered true \d+$/m, 30),
 		"$label: Kazoo's second member of three passes, counting ready as the third")
 	  or program_diag($k[1]);
 	sleep_for(1);
 	ok(!program_said($k[0], qr/^entered/m),
 		"$label: Kazoo's first member waits for a ready that exists already (its watch fires on a creation only)");
 	program_quit($k[1]);
-	$k[0]->{h}->kill_kill;
-	$k[0]->{done} = 1;
+	program_kill($k[0]);
 	ok(wait_children($copy, 1, 20), "$label: ready is still there");
 	is($node_a->safe_psql('postgres', qq{SELECT zk_barrier_reset('$copy')}), '1', "$label: reset deletes it");
 
@@ -335,17 +266,16 @@ round('round 3 (Kazoo last)', qw(zk_a curator zk_b kazoo));
 	my $label = 'killed';
 	program_send($_, 'enter 4') for $curator, $kazoo;
 	send_call($_, 'enter', qq{zk_barrier_enter('$path', 4, 60000)}) for $za, $zb;
-	ok(defined program_wait($_, qr/^entered true \d+$/m, 30), "$label: $_->{lib} entered")
+	ok(defined program_take($_, qr/^entered true \d+$/m, 30), "$label: $_->{lib} entered")
 	  for $curator, $kazoo;
 	is(call_result($_, 'enter'), 't', "$label: zklock entered") for $za, $zb;
 	send_call($_, 'leave', qq{zk_barrier_leave('$path', 60000)}) for $za, $zb;
 	program_send($curator, 'leave');
 	sleep_for(0.5);
 	my $t0 = time;
-	$kazoo->{h}->kill_kill;
-	$kazoo->{done} = 1;
+	program_kill($kazoo);
 	is(call_result($_, 'leave'), 't', "$label: zklock is through leave") for $za, $zb;
-	ok(defined program_wait($curator, qr/^left true \d+$/m, 30), "$label: Curator is through leave")
+	ok(defined program_take($curator, qr/^left true \d+$/m, 30), "$label: Curator is through leave")
 	  or program_diag($curator);
 	note sprintf("$label: the others through leave %.2f s after the kill (session timeout 4 s)", time - $t0);
 	ok(wait_children($path, 0), "$label: no member and no ready left");
@@ -359,12 +289,12 @@ round('round 3 (Kazoo last)', qw(zk_a curator zk_b kazoo));
 	my $kg = program_start('kazoo', $gate);
 	my %close = (
 		zklock => sub { $node_a->safe_psql('postgres', qq{SELECT zk_gate_close('$gate')}) },
-		curator => sub { program_send($cg, 'close'); program_wait($cg, qr/^closed \d+$/m, 30) },
-		kazoo => sub { program_send($kg, 'close'); program_wait($kg, qr/^closed \d+$/m, 30) });
+		curator => sub { program_send($cg, 'close'); program_take($cg, qr/^closed \d+$/m, 30) },
+		kazoo => sub { program_send($kg, 'close'); program_take($kg, qr/^closed \d+$/m, 30) });
 	my %open = (
 		zklock => sub { $node_b->safe_psql('postgres', qq{SELECT zk_gate_open('$gate')}) },
-		curator => sub { program_send($cg, 'open'); program_wait($cg, qr/^opened \d+$/m, 30) },
-		kazoo => sub { program_send($kg, 'open'); program_wait($kg, qr/^opened true \d+$/m, 30) });
+		curator => sub { program_send($cg, 'open'); program_take($cg, qr/^opened \d+$/m, 30) },
+		kazoo => sub { program_send($kg, 'open'); program_take($kg, qr/^opened true \d+$/m, 30) });
 	for my $turn ([ 'zklock', 'curator' ], [ 'curator', 'kazoo' ], [ 'kazoo', 'zklock' ])
 	{
 		my ($closer, $opener) = @$turn;
@@ -381,7 +311,7 @@ round('round 3 (Kazoo last)', qw(zk_a curator zk_b kazoo));
 		ok(!program_said($_, qr/^passed/m), "$label: $_->{lib} waits while it is closed (1 s)") for @waiters;
 		ok($open{$opener}->(), "$label: opened");
 		is(call_result($zb, 'wait'), 't', "$label: zklock passes");
-		ok(defined program_wait($_, qr/^passed true \d+$/m, 30), "$label: $_->{lib} passes") for @waiters;
+		ok(defined program_take($_, qr/^passed true \d+$/m, 30), "$label: $_->{lib} passes") for @waiters;
 		is($node_a->safe_psql('postgres', qq{SELECT closed FROM zk_gates('$gate')}), 'f',
 			"$label: open");
 	}
