@@ -11,6 +11,9 @@
 #   2. serialized by pg_advisory_xact_lock: runs on one node take turns, but
 #      runs on the two nodes overlap, since each node sees only its own locks.
 #
+# Then a job in two phases (nightly_shards): each node loads its shard, and
+# one aggregation runs only once every node has loaded (a double barrier).
+#
 # The runs of both nodes are merged into one timeline for each.  The script
 # exits non-zero if the zklock runs overlap or their tokens do not grow, so
 # it doubles as a smoke test.  It stops everything it started on exit; set
@@ -127,6 +130,28 @@ run_job()
 	fi
 }
 
+# phases: both nodes run nightly_shards() at once; the loads and the one
+# aggregation, merged.
+phases()
+{
+	local node pid pids=() failed=0
+	for node in "${nodes[@]}"; do
+		psql_on "$node" -c "CALL nightly_shards('demo', ${#nodes[@]})" &
+		pids+=($!)
+	done
+	for pid in "${pids[@]}"; do
+		wait "$pid" || failed=1
+	done
+	if [ "$failed" -ne 0 ]; then
+		echo "a node failed: the job is not complete" >&2
+		return 1
+	fi
+	for node in "${nodes[@]}"; do
+		psql_on "$node" -F $'\t' -c "SELECT node, phase, extract(epoch FROM started_at),
+		                                     extract(epoch FROM finished_at), '' FROM shard_runs"
+	done | /usr/bin/python3 "$demo/timeline.py" --after-all load
+}
+
 # timeline METHOD [--exclusive]: the runs of both nodes, merged.
 timeline()
 {
@@ -204,6 +229,10 @@ main()
 	echo
 	echo "== a polite stop: ${nodes[0]} runs a long job batch by batch; ${nodes[1]} asks it to let go"
 	polite_stop
+
+	echo
+	echo "== two phases: each node loads its shard; one aggregation once all have (a double barrier)"
+	phases
 	echo
 }
 
