@@ -102,12 +102,26 @@ CONF
 	echo "   $node: 127.0.0.1:${port[$node]}"
 }
 
+# wait_all WHAT PID...: wait for every pid; fails, naming WHAT, if one failed.
+wait_all()
+{
+	local what=$1 pid failed=0
+	shift
+	for pid in "$@"; do
+		wait "$pid" || failed=1
+	done
+	if [ "$failed" -ne 0 ]; then
+		echo "a $what failed: the job is not complete" >&2
+		return 1
+	fi
+}
+
 # run_job METHOD: every worker of every node calls nightly_billing() at the
 # same time; fails if any of them failed.
 run_job()
 {
 	local method=$1
-	local node w i pid failed=0
+	local node w i
 	local pids=() calls
 	for node in "${nodes[@]}"; do
 		for w in $(seq "$workers_per_node"); do
@@ -121,31 +135,19 @@ run_job()
 			pids+=($!)
 		done
 	done
-	for pid in "${pids[@]}"; do
-		wait "$pid" || failed=1
-	done
-	if [ "$failed" -ne 0 ]; then
-		echo "a worker failed: the job is not complete" >&2
-		return 1
-	fi
+	wait_all worker "${pids[@]}"
 }
 
 # phases: both nodes run nightly_shards() at once; the loads and the one
 # aggregation, merged.
 phases()
 {
-	local node pid pids=() failed=0
+	local node pids=()
 	for node in "${nodes[@]}"; do
 		psql_on "$node" -c "CALL nightly_shards('demo', ${#nodes[@]})" &
 		pids+=($!)
 	done
-	for pid in "${pids[@]}"; do
-		wait "$pid" || failed=1
-	done
-	if [ "$failed" -ne 0 ]; then
-		echo "a node failed: the job is not complete" >&2
-		return 1
-	fi
+	wait_all node "${pids[@]}"
 	for node in "${nodes[@]}"; do
 		psql_on "$node" -F $'\t' -c "SELECT node, phase, extract(epoch FROM started_at),
 		                                     extract(epoch FROM finished_at), '' FROM shard_runs"

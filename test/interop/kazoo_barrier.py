@@ -27,22 +27,12 @@ import logging
 import os
 import sys
 import threading
-import time
 
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
-SESSION_TIMEOUT_S = 4.0
-CONNECT_TIMEOUT_S = 15.0
-
-
-def say(line):
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-
-
-def now_ms():
-    return int(time.time() * 1000)
+# The lock program's session settings and output, beside this file.
+from kazoo_lock import CONNECT_TIMEOUT_S, SESSION_TIMEOUT_S, now_ms, say
 
 
 def usage(why):

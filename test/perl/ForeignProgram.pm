@@ -13,10 +13,27 @@ use IPC::Run ();
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-our @EXPORT = qw(program_run program_wait program_take program_said
-  program_send program_end program_kill program_diag);
+our @EXPORT = qw(clients_installed_ok program_run program_wait program_take
+  program_said program_send program_end program_kill program_diag);
 
 my @programs;
+
+# The class path of the Curator programs.
+our $curator_cp = join ':', map { "/usr/share/java/$_.jar" } qw(curator-recipes slf4j-nop);
+
+# What the other side needs (test/setup.sh installs it): fail, not skip.
+sub clients_installed_ok
+{
+	ok( -r '/usr/share/java/curator-recipes.jar'
+		  && -r '/usr/share/java/slf4j-nop.jar'
+		  && `java --list-modules 2>/dev/null` =~ /^jdk\.compiler\@/m,
+		'Curator 5 and a JDK are installed (libcurator-recipes-java, openjdk-17-jdk-headless)'
+	) or die "interop prerequisites missing\n";
+	ok(system('/usr/bin/python3', '-c', 'import kazoo') == 0,
+		'Kazoo is installed (python3-kazoo)')
+	  or die "interop prerequisites missing\n";
+	return;
+}
 
 # Start @$cmd; $what names it in messages.  Returns its handle.
 sub program_run

@@ -44,18 +44,8 @@ use ForeignProgram;
 use ZklockTest;
 
 my $interop = "$FindBin::Bin/../interop";
-my $curator_cp = join ':',
-  map { "/usr/share/java/$_.jar" } qw(curator-recipes slf4j-nop);
-
-# What the other side needs (test/setup.sh installs it): fail, not skip.
-ok( -r '/usr/share/java/curator-recipes.jar'
-	  && -r '/usr/share/java/slf4j-nop.jar'
-	  && `java --list-modules 2>/dev/null` =~ /^jdk\.compiler\@/m,
-	'Curator 5 and a JDK are installed (libcurator-recipes-java, openjdk-17-jdk-headless)'
-) or die "interop prerequisites missing\n";
-ok(system('/usr/bin/python3', '-c', 'import kazoo') == 0,
-	'Kazoo is installed (python3-kazoo)')
-  or die "interop prerequisites missing\n";
+my $curator_cp = $ForeignProgram::curator_cp;
+clients_installed_ok();
 ok(-r "$interop/CuratorLock.java" && -r "$interop/kazoo_lock.py",
 	"the interop programs are in $interop")
   or die "interop programs missing\n";

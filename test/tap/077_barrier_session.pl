@@ -5,7 +5,8 @@
 # changes the session's settings fails a member waiting in leave with the
 # DETAIL that says so; a member inside learns at its next call that it is
 # no longer one, once, and is forgotten.  The gate, nobody's, stays closed
-# across sessions.
+# across sessions.  And an enter that times out as the last member comes
+# returns true, its node gone (it was counted).
 
 use strict;
 use warnings;
@@ -101,6 +102,26 @@ send_call($gate_waiter, 'enter', q{zk_barrier_enter('r', 1)});
 is(call_result($gate_waiter, 'enter'), 't', 'reload: it may enter again');
 send_call($gate_waiter, 'leave', q{zk_barrier_leave('r')});
 is(call_result($gate_waiter, 'leave'), 't', 'reload: and leave');
+
+# 3. An enter that runs out of time as the last member comes: its node is
+#    deleted, but ready came first (it was counted): true, a member whose
+#    node is gone, whose leave waits for the others.  gdb holds the timed-out
+#    member just before it deletes its node (bridge_release_held) while the
+#    other enters.
+my $pid = $enterer->query_safe('SELECT pg_backend_pid()');
+my $gdb = gdb_break($pid, 'bridge_release_held');
+send_call($enterer, 'enter', q{zk_barrier_enter('counted', 2, 500)});
+ok(gdb_wait_hit($gdb, 30), 'counted: the member ran out of time, and stops before deleting its node');
+is($holder->query_safe(q{SELECT zk_barrier_enter('counted', 2, 5000)}), 't',
+	'counted: the second member enters, counting the first');
+gdb_let_go($gdb);
+is(call_result($enterer, 'enter'), 't', 'counted: the first member\'s enter is true all the same');
+is($holder->query_safe(q{SELECT count(*) FROM zk_barrier_members('counted')}), '1',
+	'counted: its node is gone');
+send_call($enterer, 'leave', q{zk_barrier_leave('counted', 10000)});
+ok(wait_for_wait_event($node, 'enterer'), 'counted: its leave waits for the other member');
+is($holder->query_safe(q{SELECT zk_barrier_leave('counted')}), 't', 'counted: the other leaves');
+is(call_result($enterer, 'leave'), 't', 'counted: and so does the first');
 
 $_->quit for $enterer, $gate_waiter, $holder, $lock_waiter;
 finish_checks($zk, [$node]);
