@@ -268,6 +268,9 @@ look_failed_message(ZkAction action, const char *path, int rc)
 		case ZK_ACTION_WRITE:
 			return errmsg("zklock: could not write \"%s\" while looking for a deadlock: %s",
 						  path, zerror(rc));
+		case ZK_ACTION_DELETE:
+			return errmsg("zklock: could not delete \"%s\" while looking for a deadlock: %s",
+						  path, zerror(rc));
 	}
 	return 0;
 }

@@ -220,7 +220,8 @@ send_create(Attempt *a, bool whole_path)
 {
 	if (whole_path || !parent_known(a->parent))
 		a->path_creates = zk_send_path_creates(a->parent, whole_path);
-	a->create = bridge_create_held(a->prefix, a->data, a->tag);
+	a->create = bridge_create_held(a->prefix, a->data, a->tag,
+								   ZOO_EPHEMERAL_SEQUENTIAL);
 	a->children = bridge_get_children(a->parent);
 }
 

@@ -61,8 +61,8 @@ zklock_name_arg(FunctionCallInfo fcinfo, int argno)
 }
 
 /* The timeout_ms argument: NULL waits without limit (-1). */
-static int
-timeout_arg(FunctionCallInfo fcinfo, int argno)
+int
+zklock_timeout_arg(FunctionCallInfo fcinfo, int argno)
 {
 	int32		timeout_ms;
 
@@ -206,7 +206,7 @@ fn(PG_FUNCTION_ARGS) \
 	char	   *name = zklock_name_arg(fcinfo, 0); \
 \
 	PG_RETURN_BOOL(acquire(name, mode, 0, scope, \
-						   (waits) ? timeout_arg(fcinfo, 1) : 0)); \
+						   (waits) ? zklock_timeout_arg(fcinfo, 1) : 0)); \
 }
 
 LOCK_ACQUIRE_FUNCTION(zk_lock_acquire, LOCK_MODE_EXCLUSIVE, LOCK_SCOPE_SESSION, true)
@@ -234,7 +234,7 @@ zk_semaphore_acquire(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("permits must be at least 1")));
 	PG_RETURN_BOOL(acquire(name, LOCK_MODE_SEMAPHORE, permits,
-						   LOCK_SCOPE_SESSION, timeout_arg(fcinfo, 2)));
+						   LOCK_SCOPE_SESSION, zklock_timeout_arg(fcinfo, 2)));
 }
 
 /* Give up one session hold of name in mode; false with a WARNING if none. */

@@ -37,6 +37,7 @@ typedef struct WorkerWatch
 	uint32		incarnation;
 	WatchKind	kind;
 	int			type;			/* ZWATCHTYPE_DATA or _CHILD */
+	bool		exists;			/* DATA: set by an exists, not a get */
 	dsa_pointer held;			/* WATCH_HELD: the backend's SharedHeld */
 	bool		armed;			/* the server has it */
 	bool		arming;			/* its request is on its way */

@@ -26,6 +26,7 @@ our @EXPORT = qw(
   install_cs_log check_critical_sections
   zklock_wait_event wait_for_wait_event still_waits elapsed_since
   session send_query wait_marker poll_query zk_session_field wait_session_state
+  send_call call_returned call_result
   cs_begin_sql cs_end_sql cs_waiter_sql queue_nodes
   freeze_until_suspended finish_checks fakedns_lib sleep_for
   worker_pid wait_worker_session reconfigure dblink_send_many dblink_true_count
@@ -236,6 +237,40 @@ sub wait_marker
 {
 	my ($s, $marker) = @_;
 	return $s->query_until(qr/\Q$marker\E/, '');
+}
+
+# A call of one value in session $s, not waited for: its output is the
+# line "$tag|<value>", then "${tag}_done" on stdout and on stderr.
+sub send_call
+{
+	my ($s, $tag, $sql) = @_;
+	$s->{stdin} .= "SELECT '$tag', ($sql);\n\\echo ${tag}_done\n\\warn ${tag}_done\n";
+	$s->{run}->pump_nb;
+	return;
+}
+
+# Whether that call has returned, without waiting.
+sub call_returned
+{
+	my ($s, $tag) = @_;
+	$s->{run}->pump_nb;
+	return $s->{stdout} =~ /\Q${tag}_done\E/;
+}
+
+# Its value (undef if it failed) and what it wrote on stderr (its ERROR,
+# with the session's VERBOSITY), once it returned.
+sub call_result
+{
+	my ($s, $tag) = @_;
+	my $deadline = time + 300;
+	$s->{run}->pump
+	  until ($s->{stdout} =~ /\Q${tag}_done\E/ && $s->{stderr} =~ /\Q${tag}_done\E/)
+	  || time > $deadline;
+	my ($value) = $s->{stdout} =~ /^\Q$tag\E\|(\S*)$/m;
+	my ($stderr) = $s->{stderr} =~ /^(.*?)\Q${tag}_done\E\n?/s;
+	$s->{stdout} = '';
+	$s->{stderr} = '';
+	return wantarray ? ($value, $stderr // '') : $value;
 }
 
 # The pid of $node's zklock session worker (a child of its postmaster), or
