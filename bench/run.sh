@@ -7,12 +7,21 @@
 #                                      building and installing zklock first
 #   BENCH_KEEP=1 bash bench/run.sh     keep the work directory (logs) at the end
 #   BENCH_GUARD=0 bash bench/run.sh    without the guard's worst case (test 062)
+#   BENCH_ONLY=proof bash bench/run.sh only what the commit guard's proof
+#                                      costs (issue 47), about 7 minutes;
+#                                      BENCH_PROOF_LABEL names its column
+#   BENCH_PGBIN=DIR                    PostgreSQL's bin directory (default
+#                                      /usr/lib/postgresql/15/bin): a private
+#                                      copy, with BENCH_NO_SETUP=1 and
+#                                      zklock installed there beforehand
 #
 # Installs what it needs, builds and installs zklock, builds bench/zkbare.c,
 # then bench/bench.py starts ZooKeeper (standalone, then a 3-server ensemble,
 # fsync on; then both again with forceSync=no for the cycles and a long
 # queue) and two PostgreSQL nodes, all on 127.0.0.1, prints the table and
-# writes bench/RESULTS.md.  Everything it started is stopped on exit.
+# writes bench/RESULTS.md; last, the proof's costs on a durable ensemble of
+# their own, whose section of RESULTS.md keeps a column per build (from
+# bench/proof-runs.json).  Everything it started is stopped on exit.
 set -euo pipefail
 
 bench=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -42,7 +51,7 @@ cleanup()
 	done
 	for d in "$work"/node_*/data; do
 		if [ -f "$d/postmaster.pid" ]; then
-			runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$d" -m immediate -s stop || true
+			runuser -u postgres -- "${BENCH_PGBIN:-/usr/lib/postgresql/15/bin}/pg_ctl" -D "$d" -m immediate -s stop || true
 		fi
 	done
 	if [ "${BENCH_KEEP:-}" = 1 ]; then
@@ -62,7 +71,7 @@ cc -O2 -Wall -Wextra -Werror -DTHREADED -o "$work/zkbare" "$bench/zkbare.c" \
 # test/tap/062 (30 per shape at T = 4 s and 8 s, about 40 minutes; with
 # BENCH_QUICK, 3 at 4 s), one line of figures per round; BENCH_GUARD=0
 # leaves them out.  Runs as the TAP suite does, with its own ensemble.
-if [ "${BENCH_GUARD:-1}" = 1 ]; then
+if [ "${BENCH_GUARD:-1}" = 1 ] && [ -z "${BENCH_ONLY:-}" ]; then
 	if [ "${BENCH_QUICK:-}" = 1 ]; then guard=(3 4000); else guard=(30 "4000 8000"); fi
 	ZKLOCK_GUARD_ROUNDS=${guard[0]} ZKLOCK_GUARD_TIMEOUTS="${guard[1]}" ZKLOCK_SUITES=TAP \
 		ZKLOCK_TAP_TESTS=test/tap/062_guard_follower_worst_case.pl \
