@@ -116,7 +116,7 @@ else:
         kill9_rounds=3, revoke_rounds=3, revoke_requests=50,
         fence_rounds=3, fence_transactions=2000,
         proof_idle_rounds=3, proof_commit_rounds=5, proof_held_rounds=2,
-        proof_held_seconds=20.0, proof_paced_rounds=2, proof_paced_seconds=25.0,
+        proof_held_seconds=20.0, proof_paced_rounds=2, proof_paced_seconds=20.0,
         proof_rate_seconds=20.0)
 
 
@@ -1604,30 +1604,36 @@ def proof_held(t, p):
 def proof_paced(t, p):
     """(d) Under write load (PROOF_LOAD_THREADS threads setting a node, on
     the leader): one backend holds a lock and reads its holders every
-    PROOF_READ_MS, another acquires and releases with random pauses of up
-    to T/10; the bare client does the same on one session."""
+    PROOF_READ_MS, another acquires and releases a lock, pausing after each
+    a random 0 to T/10 ('random': about half the gaps let the worker's
+    chain send a sync), or exactly T/20 ('aligned': each acquisition goes
+    out as the chain sends a sync, T/20 after the last write, the release);
+    the bare client does the same on one session."""
     secs = CONF['proof_paced_seconds']
-    max_pause = int(p.T * 100)
+    pauses = {'random': (0, int(p.T * 100)), 'aligned': (int(p.T * 50), int(p.T * 50))}
     log('  latency under write load: %.0f s, %d rounds' % (secs, CONF['proof_paced_rounds']))
 
     def measure(v, r):
+        impl, pacing = v
+        lo, hi = pauses[pacing]
         load = t.zkbare.spawn(p.leader, 'load', BARE_ROOT + '/proof-load',
                               PROOF_LOAD_THREADS, secs + 3)
         time.sleep(1)
         samples = {'holders': [], 'acquire': []}
-        if v == 'bare':
+        if impl == 'bare':
             for line in t.zkbare(t.zk, 'paced', BARE_ROOT + '/proof-held',
                                  BARE_ROOT + '/proof-acq', secs, PROOF_READ_MS,
-                                 max_pause, hosts=p.follower).splitlines():
+                                 lo, hi, hosts=p.follower).splitlines():
                 kind, ms = line.split()
                 samples[kind].append(float(ms))
         else:
-            calls = {'holders': ('proof-paced-held', PROOF_READ_MS),
-                     'acquire': ('proof-paced-acq', max_pause)}
+            calls = {'holders': ('proof-paced-held', PROOF_READ_MS, 'NULL'),
+                     'acquire': ('proof-paced-acq', lo, hi)}
             procs = {k: spawn(p.node.psql_cmd('bench_proof_' + k) + [
-                '-c', 'SELECT bench_proof_paced(%s, %s, %f, %d)' % (quote(k), quote(lock), secs, ms)],
+                '-c', 'SELECT bench_proof_paced(%s, %s, %f, %d, %s)'
+                % (quote(k), quote(lock), secs, lo_ms, hi_ms)],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                for k, (lock, ms) in calls.items()}
+                for k, (lock, lo_ms, hi_ms) in calls.items()}
             for k, proc in procs.items():
                 o, e = proc.communicate(timeout=secs + 120)
                 children.remove(proc)
@@ -1641,15 +1647,22 @@ def proof_paced(t, p):
         samples['load'] = float(o)
         return samples
 
-    res = t.rounds(CONF['proof_paced_rounds'], ['zklock', 'bare'], measure)
+    variants = [(impl, pacing) for pacing in pauses for impl in ('zklock', 'bare')]
+    res = t.rounds(CONF['proof_paced_rounds'], variants, measure)
     out = dict(proof_load=median([x['load'] for xs in res.values() for x in xs]))
-    for v, xs in res.items():
-        for kind in ('holders', 'acquire'):
-            pooled = [ms for x in xs for ms in x[kind]]
-            key = 'proof_paced_%s_%s' % (v, kind)
-            out[key + '_p50'] = percentile(pooled, 50)
-            out[key + '_p99'] = percentile(pooled, 99)
-            out[key + '_n'] = len(pooled)
+
+    def summary(key, pooled):
+        out[key + '_p50'] = percentile(pooled, 50)
+        out[key + '_p99'] = percentile(pooled, 99)
+        out[key + '_n'] = len(pooled)
+
+    for impl in ('zklock', 'bare'):
+        # zk_lock_holders' calls of both pacings together.
+        summary('proof_paced_%s_holders' % impl,
+                [ms for pacing in pauses for x in res[(impl, pacing)] for ms in x['holders']])
+        for pacing in pauses:
+            summary('proof_paced_%s_%s_acquire' % (impl, pacing),
+                    [ms for x in res[(impl, pacing)] for ms in x['acquire']])
     return out
 
 
@@ -1982,8 +1995,9 @@ def proof_rows(res):
     rows.append(('(d) under write load on the leader, node_a on a follower (ms)', None))
     row('  write load (sets/s, %d threads of another session)' % PROOF_LOAD_THREADS,
         lambda r: fmt(r['proof_load'], '.0f'))
-    for kind, label in (('acquire', 'acquisition (zk_lock_acquire)'),
-                        ('holders', 'zk_lock_holders(name)')):
+    for kind, label in (('random_acquire', 'acquisition, random pauses of 0 to T/10'),
+                        ('aligned_acquire', 'acquisition, each T/20 after the release'),
+                        ('holders', 'zk_lock_holders(name), every %d ms, both' % PROOF_READ_MS)):
         k = 'proof_paced_%s_' + kind
         row('  %s p50 / p99' % label,
             lambda r, k=k: pair(r[k % 'zklock' + '_p50'], r[k % 'zklock' + '_p99']))
@@ -2051,10 +2065,14 @@ T/20 after the last sync or write) are not counted there, but in (e).
   leader, so proposals are nearly always outstanding and a `sync` waits for
   one to commit.  Meanwhile one backend holds a lock and calls
   `zk_lock_holders` on it every %(read_ms)d ms (a listing and a read of each node),
-  another acquires and releases a lock with a random pause of up to T/10
-  after each, so that about half its gaps are long enough for the chain to
-  send a sync; the bare client does both on one session without syncs.
-  Percentiles pool every round's calls.
+  another acquires and releases a lock, pausing after each either a random
+  0 to T/10 (about half the gaps are long enough for the chain to send a
+  sync) or exactly T/20, so that each acquisition goes out as the chain
+  sends its sync, T/20 after the release (a write): the worst case, where
+  the acquisition waits behind the sync on the follower.  The bare client
+  does the same on one session without syncs.  Percentiles pool every
+  round's calls (`zk_lock_holders`' of both pacings); with about a hundred
+  acquisitions, p99 is the slowest one or two.
 * **(e)**: the follower's own count of the packets received on the
   session's connection (`cons`' `recved`, after `crst`), requests and the
   client library's pings alike, over %(rate_s).0f s; and the connection's

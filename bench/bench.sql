@@ -331,10 +331,12 @@ BEGIN
 END $$;
 
 -- Under write load, as zkbare's paced does, for the given seconds: with
--- kind 'holders', hold lock and call zk_lock_holders on it, pausing pause_ms
--- after each; with 'acquire', acquire and release lock, pausing a random 0
--- to pause_ms after each.  Milliseconds per call timed; one first, untimed.
-CREATE FUNCTION bench_proof_paced(kind text, lock text, seconds float8, pause_ms int)
+-- kind 'holders', hold lock and call zk_lock_holders on it, pausing
+-- min_pause_ms after each; with 'acquire', acquire and release lock,
+-- pausing a random min_pause_ms to max_pause_ms after each.  Milliseconds
+-- per call timed; one first, untimed.
+CREATE FUNCTION bench_proof_paced(kind text, lock text, seconds float8,
+                                  min_pause_ms int, max_pause_ms int DEFAULT NULL)
 RETURNS float8[]
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -356,10 +358,10 @@ BEGIN
     END IF;
     ms := ms || extract(epoch FROM clock_timestamp() - t0) * 1000;
     IF kind = 'holders' THEN
-      PERFORM pg_sleep(pause_ms / 1000.0);
+      PERFORM pg_sleep(min_pause_ms / 1000.0);
     ELSE
       PERFORM zk_lock_release(lock);
-      PERFORM pg_sleep(random() * pause_ms / 1000.0);
+      PERFORM pg_sleep((min_pause_ms + random() * (max_pause_ms - min_pause_ms)) / 1000.0);
     END IF;
   END LOOP;
   IF kind = 'holders' THEN

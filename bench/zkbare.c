@@ -46,12 +46,13 @@
  *		 one cycle to warm up, then IDLE_S seconds of silence, then an
  *		 acquire, held until HOLD_S seconds after it started, and its
  *		 release; prints "<acquire ms> <release ms>"
- *	 zkbare HOSTS paced HELD_PARENT ACQ_PARENT SECONDS READ_MS MAX_PAUSE_MS
+ *	 zkbare HOSTS paced HELD_PARENT ACQ_PARENT SECONDS READ_MS MIN_PAUSE_MS MAX_PAUSE_MS
  *		 one session, two threads, for SECONDS: one holds a lock below
  *		 HELD_PARENT and reads its queue every READ_MS (list the children,
  *		 then read each one's data: what zk_lock_holders asks), the other
- *		 acquires and releases below ACQ_PARENT, pausing a random 0 to
- *		 MAX_PAUSE_MS after each; prints "holders <ms>" and "acquire <ms>",
+ *		 acquires and releases below ACQ_PARENT, pausing a random
+ *		 MIN_PAUSE_MS to MAX_PAUSE_MS after each; prints "holders <ms>" and
+ *		 "acquire <ms>",
  *		 one line per call
  *	 zkbare HOSTS load PATH THREADS SECONDS
  *		 write load: THREADS threads sharing one session set PATH's data,
@@ -730,6 +731,7 @@ typedef struct Pacer
 	const char *parent;
 	const struct timespec *end;
 	int			every_ms;		/* readers: the pause between reads */
+	int			min_pause_ms;	/* acquirers: the shortest pause */
 	int			max_pause_ms;	/* acquirers: the longest pause */
 	double	   *ms;
 	int			n;
@@ -811,14 +813,15 @@ acquirer_main(void *arg)
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		release(&p->client, node);
 		pacer_record(p, ms_between(&t0, &t1));
-		pause_ms((double) (next_random(&p->client) % 1000000) / 1e6 * p->max_pause_ms);
+		pause_ms(p->min_pause_ms + (double) (next_random(&p->client) % 1000000) / 1e6 *
+				 (p->max_pause_ms - p->min_pause_ms));
 	}
 	return NULL;
 }
 
 static int
 cmd_paced(const char *hosts, const char *held_parent, const char *acq_parent,
-		  double seconds, int read_ms, int max_pause_ms)
+		  double seconds, int read_ms, int min_pause_ms, int max_pause_ms)
 {
 	Client		c;
 	Pacer		pacers[2];
@@ -842,6 +845,7 @@ cmd_paced(const char *hosts, const char *held_parent, const char *acq_parent,
 		p->parent = i == 0 ? held_parent : acq_parent;
 		p->end = &end;
 		p->every_ms = read_ms;
+		p->min_pause_ms = min_pause_ms;
 		p->max_pause_ms = max_pause_ms;
 		if (pthread_create(&p->thread, NULL, mains[i], p) != 0)
 		{
@@ -887,7 +891,7 @@ usage(void)
 			"       zkbare HOSTS throughput PREFIX THREADS SECONDS\n"
 			"       zkbare HOSTS revoke PARENT N\n"
 			"       zkbare HOSTS hold PARENT IDLE_S HOLD_S\n"
-			"       zkbare HOSTS paced HELD_PARENT ACQ_PARENT SECONDS READ_MS MAX_PAUSE_MS\n"
+			"       zkbare HOSTS paced HELD_PARENT ACQ_PARENT SECONDS READ_MS MIN_PAUSE_MS MAX_PAUSE_MS\n"
 			"       zkbare HOSTS load PATH THREADS SECONDS\n"
 			"       zkbare HOSTS idle SECONDS\n");
 	return 2;
@@ -1023,9 +1027,9 @@ main(int argc, char **argv)
 		return cmd_revoke(hosts, argv[3], atoi(argv[4]));
 	if (strcmp(cmd, "hold") == 0 && argc == 6)
 		return cmd_hold(hosts, argv[3], atof(argv[4]), atof(argv[5]));
-	if (strcmp(cmd, "paced") == 0 && argc == 8)
+	if (strcmp(cmd, "paced") == 0 && argc == 9)
 		return cmd_paced(hosts, argv[3], argv[4], atof(argv[5]), atoi(argv[6]),
-						 atoi(argv[7]));
+						 atoi(argv[7]), atoi(argv[8]));
 	if (strcmp(cmd, "load") == 0 && argc == 6)
 		return cmd_throughput(hosts, argv[3], atoi(argv[4]), atof(argv[5]), true);
 	if (strcmp(cmd, "idle") == 0 && argc == 4)
