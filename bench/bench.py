@@ -1607,7 +1607,8 @@ def proof_paced(t, p):
     PROOF_READ_MS, another acquires and releases a lock, pausing after each
     a random 0 to T/10 ('random': about half the gaps let the worker's
     chain send a sync), or exactly T/20 ('aligned': each acquisition goes
-    out as the chain sends a sync, T/20 after the last write, the release);
+    out a release's round trip after the chain sent a sync, T/20 after the
+    last write, the release, was sent);
     the bare client does the same on one session."""
     secs = CONF['proof_paced_seconds']
     pauses = {'random': (0, int(p.T * 100)), 'aligned': (int(p.T * 50), int(p.T * 50))}
@@ -2067,9 +2068,10 @@ T/20 after the last sync or write) are not counted there, but in (e).
   `zk_lock_holders` on it every %(read_ms)d ms (a listing and a read of each node),
   another acquires and releases a lock, pausing after each either a random
   0 to T/10 (about half the gaps are long enough for the chain to send a
-  sync) or exactly T/20, so that each acquisition goes out as the chain
-  sends its sync, T/20 after the release (a write): the worst case, where
-  the acquisition waits behind the sync on the follower.  The bare client
+  sync) or exactly T/20, so that each acquisition goes out a release's
+  round trip after the chain sent its sync (T/20 after the release was
+  sent), when the sync is most likely still in flight and the follower
+  holds the acquisition's answers behind it.  The bare client
   does the same on one session without syncs.  Percentiles pool every
   round's calls (`zk_lock_holders`' of both pacings); with about a hundred
   acquisitions, p99 is the slowest one or two.
@@ -2357,6 +2359,7 @@ def main():
         proof_load0 = os.getloadavg()[0]
         proof, proof_failures = bench_proof(args.work, zkbare, nodes[0])
         version = nodes[0].value("SELECT extversion FROM pg_extension WHERE extname = 'zklock'")
+        pg_version = nodes[0].value('SHOW server_version')
         facts = machine_facts(nodes[0], zks[0].version if zks else proof['proof_zk_version'])
     finally:
         stop_children()
@@ -2368,6 +2371,7 @@ def main():
     label = os.environ.get('BENCH_PROOF_LABEL') or '%s, %s' % (version, zklock_build())
     proof_run = dict(label=label, results=proof, failures=proof_failures, facts=[
         ('zklock', '%s, %s' % (version, zklock_build())),
+        ('PostgreSQL', '%s from %s' % (pg_version, PGBIN)),
         ('ZooKeeper', '%s (Debian zookeeper %s)' % (proof['proof_zk_version'], package('zookeeper'))),
         ('started', proof_started),
         ('minutes', '%.1f' % proof['proof_minutes']),

@@ -8,7 +8,7 @@
 #   BENCH_KEEP=1 bash bench/run.sh     keep the work directory (logs) at the end
 #   BENCH_GUARD=0 bash bench/run.sh    without the guard's worst case (test 062)
 #   BENCH_ONLY=proof bash bench/run.sh only what the commit guard's proof
-#                                      costs (issue 47), about 7 minutes;
+#                                      costs (issue 47), about 8 minutes;
 #                                      BENCH_PROOF_LABEL names its column
 #   BENCH_PGBIN=DIR                    PostgreSQL's bin directory (default
 #                                      /usr/lib/postgresql/15/bin): a private
