@@ -26,12 +26,14 @@ OBJS = \
 	src/sql_functions.o \
 	src/fence.o \
 	src/revocation.o \
+	src/barrier.o \
+	src/barrier_views.o \
 	src/utility_hook.o
 
 EXTENSION = zklock
 DATA = sql/zklock--1.0.sql sql/zklock--1.4.sql sql/zklock--1.0--1.1.sql \
 	sql/zklock--1.1--1.2.sql sql/zklock--1.2--1.3.sql sql/zklock--1.3--1.4.sql \
-	sql/zklock--1.4--1.5.sql sql/zklock--1.5--1.6.sql
+	sql/zklock--1.4--1.5.sql sql/zklock--1.5--1.6.sql sql/zklock--1.6--1.7.sql
 PGFILEDESC = "zklock - cluster-wide locks held in Apache ZooKeeper"
 
 # The ZooKeeper C client's single-threaded flavour: the session worker drives
@@ -43,7 +45,7 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter $(if $(WERROR),-Werror)
 # pg_regress and isolation tests need a running ZooKeeper and a temporary
 # instance pointed at it: test/run-all.sh provides both through
 # EXTRA_REGRESS_OPTS (--temp-instance, --temp-config).
-REGRESS = setup surface reentrancy names modes errors xact discard privileges revocation fence batch_job cleanup upgrade
+REGRESS = setup surface reentrancy names modes errors xact discard barrier privileges revocation fence batch_job cleanup upgrade
 ISOLATION = fifo try_timeout xact_locks abort_undo cancel_wait modes_order downgrade
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso
 TAP_TESTS = 1

@@ -27,6 +27,12 @@ runs on hosts of its own and a round trip outweighs the server's work:
   8. a long queue of one server's waiters at the default deadlock_timeout:
      ZooKeeper's packets per waiter and second, and the drain.
 
+Last, on a durable ensemble of its own (also alone: BENCH_ONLY=proof), what
+the commit guard's proof costs (issue 47), in a section of RESULTS.md with a
+column per build: the first acquisition + COMMIT on an idle server, a COMMIT
+shortly after the last write, a lock held across transactions, latency
+under write load, and ZooKeeper's requests per second.
+
 Each figure is the median of several rounds; a round runs every variant of
 its section once, in turn (every other round in reverse), so that drift on
 this shared machine hits all variants alike.  Prints one table and writes
@@ -36,6 +42,7 @@ Python 3 standard library only; PostgreSQL is driven through psql and
 pgbench, ZooKeeper through test/zk/zkctl, zkbare and four-letter commands.
 """
 
+import json
 import math
 import os
 import platform
@@ -53,7 +60,9 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 SRC = BENCH.parent
-PGBIN = Path('/usr/lib/postgresql/15/bin')
+# BENCH_PGBIN: a private copy of PostgreSQL 15 with zklock installed there,
+# which leaves the machine's shared install alone.
+PGBIN = Path(os.environ.get('BENCH_PGBIN', '/usr/lib/postgresql/15/bin'))
 ZKCTL = SRC / 'test' / 'zk' / 'zkctl'
 # The link of the "ms away" columns: every reply from ZooKeeper this late
 # (a round trip within a data centre is 0.1-1 ms).
@@ -63,6 +72,10 @@ BARE_ROOT = '/zklock_bench_bare'    # zkbare's lock parents
 NODES = ('node_a', 'node_b')
 
 QUICK = os.environ.get('BENCH_QUICK', '') not in ('', '0')
+# BENCH_ONLY=proof: only the commit guard's proof (issue 47), in minutes.
+ONLY = os.environ.get('BENCH_ONLY', '')
+if ONLY not in ('', 'proof'):
+    sys.exit('BENCH_ONLY must be empty or proof, not %r' % ONLY)
 
 # How much of everything.  Counts of uncontended cycles are calibrated per
 # ZooKeeper (an ensemble is several times slower than a standalone server)
@@ -81,7 +94,10 @@ if QUICK:
         backends=200, burst=300, throughput_clients=(64,), throughput_seconds=2.0,
         disconnects=400, terminations=200,
         kill9_rounds=1, revoke_rounds=1, revoke_requests=20,
-        fence_rounds=1, fence_transactions=300)
+        fence_rounds=1, fence_transactions=300,
+        proof_idle_rounds=2, proof_commit_rounds=3, proof_held_rounds=1,
+        proof_held_seconds=10.0, proof_paced_rounds=1, proof_paced_seconds=10.0,
+        proof_rate_seconds=10.0)
 else:
     CONF = dict(
         cycle_rounds=5, cycle_seconds=0.8,
@@ -98,7 +114,10 @@ else:
         backends=1000, burst=2000, throughput_clients=(64, 512), throughput_seconds=5.0,
         disconnects=20000, terminations=1000,
         kill9_rounds=3, revoke_rounds=3, revoke_requests=50,
-        fence_rounds=3, fence_transactions=2000)
+        fence_rounds=3, fence_transactions=2000,
+        proof_idle_rounds=3, proof_commit_rounds=5, proof_held_rounds=2,
+        proof_held_seconds=20.0, proof_paced_rounds=2, proof_paced_seconds=20.0,
+        proof_rate_seconds=20.0)
 
 
 def log(msg):
@@ -192,7 +211,7 @@ class ZooKeeper:
     every reply on link_ms later: ZooKeeper on hosts of its own, where a
     round trip costs more than the server's work on a request."""
 
-    def __init__(self, work, servers, durable=True, link_ms=0):
+    def __init__(self, work, servers, durable=True, link_ms=0, tag=''):
         self.servers = servers
         self.durable = durable
         self.link_ms = link_ms
@@ -201,8 +220,11 @@ class ZooKeeper:
             self.label = '%d ms away: %d' % (link_ms, servers)
         elif not durable:
             self.label = 'no fsync: %d' % servers
-        self.dir = work / ('zk%d%s%s' % (servers, '' if durable else '-nosync',
-                                         '-link%d' % link_ms if link_ms else ''))
+        if tag:
+            self.label += ', ' + tag
+        self.dir = work / ('zk%d%s%s%s' % (servers, '' if durable else '-nosync',
+                                           '-link%d' % link_ms if link_ms else '',
+                                           '-' + tag if tag else ''))
         self.hosts = None
         self.proxy = None
 
@@ -265,6 +287,18 @@ class ZooKeeper:
                 chunks.append(data)
         return b''.join(chunks).decode()
 
+    def mode(self, port):
+        """leader, follower or standalone ('srvr')."""
+        return re.search(r'^Mode: (\w+)', self.flw(port, 'srvr'), re.M).group(1)
+
+    def connection(self, port, sid):
+        """The 'cons' figures (recved, maxlat, ...) of session sid's connection
+        to the server at port, as ints; None: it has none there."""
+        for line in self.flw(port, 'cons').splitlines():
+            if 'sid=%s,' % sid in line.lower():
+                return {k: int(v, 0) for k, v in re.findall(r'(\w+)=(0x[0-9a-f]+|\d+)', line)}
+        return None
+
     def watches_by_session(self):
         """{session id: [watched paths]} over all servers ('wchc')."""
         watches = {}
@@ -309,8 +343,12 @@ class Zkbare:
     def __init__(self, path):
         self.path = path
 
-    def __call__(self, zk, *args, timeout=600):
-        return run([self.path, zk.hosts] + list(args), timeout=timeout)
+    def __call__(self, zk, *args, timeout=600, hosts=None):
+        return run([self.path, hosts or zk.hosts] + list(args), timeout=timeout)
+
+    def spawn(self, hosts, *args):
+        return spawn([self.path, hosts] + list(args), stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True)
 
     def queue(self, zk, parent):
         """[(child, owner session)] of parent, in queue order."""
@@ -361,11 +399,14 @@ class Node:
                              '-w', '-s', 'stop']))
             self.started = False
 
-    def use_zk(self, zk):
-        """Point zklock at zk: the session worker opens a session there."""
-        self.write_zk_conf("zklock.hosts = '%s'\nzklock.root = '%s'\n" % (zk.hosts, ZK_ROOT))
+    def use_zk(self, zk, hosts=None, settings=''):
+        """Point zklock at zk (at hosts of it, if given): the session worker
+        opens a session there."""
+        hosts = hosts or zk.hosts
+        self.write_zk_conf("zklock.hosts = '%s'\nzklock.root = '%s'\n%s"
+                           % (hosts, ZK_ROOT, settings))
         run(as_postgres([PGBIN / 'pg_ctl', '-D', self.data, '-s', 'reload']))
-        self.await_session(zk.hosts)
+        self.await_session(hosts)
 
     def await_session(self, hosts=None):
         """Wait until the server takes zklock.hosts and its worker is connected."""
@@ -1419,14 +1460,307 @@ def bench_deadlock(t):
     return {'deadlock_ms': median(xs), 'deadlock_max_ms': max(xs)}
 
 
+# ---- 11. the commit guard's proof (issue 47) ----
+
+# The section's session timeout T: zklock's default, 10 s.
+PROOF_T_MS = 10000
+# (a): how long the server is idle before its first acquisition, in T.
+PROOF_IDLE_T = 1.2
+# (b): a COMMIT this many T after the server's last write (its lock's
+# create): 0.1 and 0.3 T, and the steps between, where each rule's last
+# COMMIT without a round trip lies (by the rules' bounds about 0.12 T for
+# the chain of syncs, 0.2 T for 1.6's; more when requests are answered at
+# once).
+PROOF_OFFSETS = (0.1, 0.15, 0.2, 0.25, 0.3)
+# (d): the write load's threads (on the leader), and the pause between two
+# zk_lock_holders; an acquisition is followed by a random pause of up to
+# T/10, so that about half the gaps let the worker's chain send a sync
+# (T/20 after the last write).
+PROOF_LOAD_THREADS = 4
+PROOF_READ_MS = 10
+# (e): the locks held by the server that holds locks.
+PROOF_HELD_LOCKS = 10
+# Every run of the section, by label, from which RESULTS.md's section is
+# made: a run on one build replaces its own column only.
+PROOF_RUNS = BENCH / 'proof-runs.json'
+PROOF_HEADING = "## The proof's costs (issue 47)"
+
+
+class ProofSetup:
+    """What the parts share: node_a on a follower, zkbare beside it, the
+    leader for the write load, and a backend kept open."""
+
+    def __init__(self, node, follower_port, leader_port, timeout_ms):
+        self.node = node
+        self.follower_port = follower_port
+        self.follower = '127.0.0.1:%d' % follower_port
+        self.leader = '127.0.0.1:%d' % leader_port
+        self.T = timeout_ms / 1000
+        self.session = None
+
+    def query(self, sql):
+        """sql's rows in the kept backend, opened anew if a failed
+        measurement's recovery ended it."""
+        if self.session is None or self.session.proc.poll() is not None:
+            self.session = self.node.session('bench_proof')
+        return self.session.query(sql)
+
+    def commit(self, lock, pause):
+        """bench_proof_commit: (acquire ms, COMMIT ms, the guard's sets)."""
+        a, c, n = self.query('CALL bench_proof_commit(%s, %f)' % (quote(lock), pause))[0]
+        return float(a), float(c), int(n)
+
+    def bare_hold(self, t, idle, hold):
+        """zkbare's hold: (acquire ms, release ms)."""
+        a, r = t.zkbare(t.zk, 'hold', BARE_ROOT + '/proof', idle, hold,
+                        hosts=self.follower).split()
+        return float(a), float(r)
+
+
+def ratio_range(zs, bs):
+    """Each round's zklock time over the bare client's: (min, median, max)."""
+    ratios = [z / b for z, b in zip(zs, bs)]
+    return (min(ratios), median(ratios), max(ratios))
+
+
+def proof_idle_first(t, p):
+    """(a) The first acquisition + COMMIT of a transaction that writes, on a
+    server idle for PROOF_IDLE_T T; the bare client's first acquire +
+    release after as long."""
+    idle = PROOF_IDLE_T * p.T
+    log('  the first acquisition + COMMIT after %.0f s idle, %d rounds'
+        % (idle, CONF['proof_idle_rounds']))
+
+    def measure(v, r):
+        if v == 'bare':
+            return sum(p.bare_hold(t, idle, 0))
+        time.sleep(idle)
+        return p.commit('proof-idle', 0)
+
+    res = t.rounds(CONF['proof_idle_rounds'], ['zklock', 'bare'], measure)
+    z = res['zklock']
+    cycles = [a + c for a, c, _ in z]
+    return dict(proof_idle_acquire=median([a for a, _, _ in z]),
+                proof_idle_commit=median([c for _, c, _ in z]),
+                proof_idle_cycle=median(cycles),
+                proof_idle_sets=sum(n for _, _, n in z) / len(z),
+                proof_idle_bare=median(res['bare']),
+                proof_idle_ratios=ratio_range(cycles, res['bare']))
+
+
+def proof_commit_after_write(t, p):
+    """(b) A COMMIT PROOF_OFFSETS T after the lock's create, the server's
+    last write; the bare client's release as long after its acquire."""
+    log('  a COMMIT %s T after the last write, %d rounds'
+        % (' / '.join('%.2f' % f for f in PROOF_OFFSETS), CONF['proof_commit_rounds']))
+    variants = [(kind, f) for f in PROOF_OFFSETS for kind in ('zklock', 'bare')]
+
+    def measure(v, r):
+        kind, f = v
+        if kind == 'bare':
+            return p.bare_hold(t, 0, f * p.T)[1]
+        return p.commit('proof-commit', f * p.T)
+
+    res = t.rounds(CONF['proof_commit_rounds'], variants, measure)
+    out = {}
+    for f in PROOF_OFFSETS:
+        z, b = res[('zklock', f)], res[('bare', f)]
+        key = 'proof_after_%d' % round(f * 100)
+        out[key + '_commit'] = median([c for _, c, _ in z])
+        out[key + '_sets'] = sum(n for _, _, n in z) / len(z)
+        out[key + '_bare'] = median(b)
+        out[key + '_ratios'] = ratio_range([c for _, c, _ in z], b)
+    return out
+
+
+def proof_held(t, p):
+    """(c) A session lock held while a row is written and committed over and
+    over, against the same loop holding no zklock lock."""
+    secs = CONF['proof_held_seconds']
+    log('  a lock held across transactions: %.0f s, %d rounds'
+        % (secs, CONF['proof_held_rounds']))
+
+    def measure(v, r):
+        lock = quote('proof-held') if v == 'held' else 'NULL'
+        n, elapsed, sets, p99, slowest = p.query(
+            'CALL bench_proof_held(%s, %f)' % (lock, secs if v == 'held' else secs / 4))[0]
+        return dict(commits=int(n), elapsed=float(elapsed), sets=int(sets),
+                    p99=float(p99), max=float(slowest))
+
+    res = t.rounds(CONF['proof_held_rounds'], ['held', 'none'], measure)
+    held, none = res['held'], res['none']
+    rates = {v: [x['commits'] / x['elapsed'] for x in xs] for v, xs in res.items()}
+    commits = sum(x['commits'] for x in held)
+    sets = sum(x['sets'] for x in held)
+    return dict(proof_held_rate=median(rates['held']), proof_none_rate=median(rates['none']),
+                proof_held_ratios=ratio_range(rates['none'], rates['held']),
+                proof_held_sets_per_commit=sets / commits,
+                proof_held_sets_per_s=sets / sum(x['elapsed'] for x in held),
+                proof_held_p99=median([x['p99'] for x in held]),
+                proof_held_max=max(x['max'] for x in held),
+                proof_none_p99=median([x['p99'] for x in none]))
+
+
+def proof_paced(t, p):
+    """(d) Under write load (PROOF_LOAD_THREADS threads setting a node, on
+    the leader): one backend holds a lock and reads its holders every
+    PROOF_READ_MS, another acquires and releases a lock, pausing after each
+    a random 0 to T/10 ('random': about half the gaps let the worker's
+    chain send a sync), or exactly T/20 ('aligned': each acquisition goes
+    out a release's round trip after the chain sent a sync, T/20 after the
+    last write, the release, was sent);
+    the bare client does the same on one session."""
+    secs = CONF['proof_paced_seconds']
+    pauses = {'random': (0, int(p.T * 100)), 'aligned': (int(p.T * 50), int(p.T * 50))}
+    log('  latency under write load: %.0f s, %d rounds' % (secs, CONF['proof_paced_rounds']))
+
+    def measure(v, r):
+        impl, pacing = v
+        lo, hi = pauses[pacing]
+        load = t.zkbare.spawn(p.leader, 'load', BARE_ROOT + '/proof-load',
+                              PROOF_LOAD_THREADS, secs + 3)
+        time.sleep(1)
+        samples = {'holders': [], 'acquire': []}
+        if impl == 'bare':
+            for line in t.zkbare(t.zk, 'paced', BARE_ROOT + '/proof-held',
+                                 BARE_ROOT + '/proof-acq', secs, PROOF_READ_MS,
+                                 lo, hi, hosts=p.follower).splitlines():
+                kind, ms = line.split()
+                samples[kind].append(float(ms))
+        else:
+            calls = {'holders': ('proof-paced-held', PROOF_READ_MS, 'NULL'),
+                     'acquire': ('proof-paced-acq', lo, hi)}
+            procs = {k: spawn(p.node.psql_cmd('bench_proof_' + k) + [
+                '-c', 'SELECT bench_proof_paced(%s, %s, %f, %d, %s)'
+                % (quote(k), quote(lock), secs, lo_ms, hi_ms)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for k, (lock, lo_ms, hi_ms) in calls.items()}
+            for k, proc in procs.items():
+                o, e = proc.communicate(timeout=secs + 120)
+                children.remove(proc)
+                if proc.returncode != 0:
+                    raise RuntimeError('bench_proof_%s failed: %s' % (k, e.strip()))
+                samples[k] = pg_array(o.strip())
+        o, e = load.communicate(timeout=60)
+        children.remove(load)
+        if load.returncode != 0:
+            raise RuntimeError('zkbare load failed: %s' % e.strip())
+        samples['load'] = float(o)
+        return samples
+
+    variants = [(impl, pacing) for pacing in pauses for impl in ('zklock', 'bare')]
+    res = t.rounds(CONF['proof_paced_rounds'], variants, measure)
+    out = dict(proof_load=median([x['load'] for xs in res.values() for x in xs]))
+
+    def summary(key, pooled):
+        out[key + '_p50'] = percentile(pooled, 50)
+        out[key + '_p99'] = percentile(pooled, 99)
+        out[key + '_n'] = len(pooled)
+
+    for impl in ('zklock', 'bare'):
+        # zk_lock_holders' calls of both pacings together.
+        summary('proof_paced_%s_holders' % impl,
+                [ms for pacing in pauses for x in res[(impl, pacing)] for ms in x['holders']])
+        for pacing in pauses:
+            summary('proof_paced_%s_%s_acquire' % (impl, pacing),
+                    [ms for x in res[(impl, pacing)] for ms in x['acquire']])
+    return out
+
+
+def proof_rates(t, p, sid):
+    """(e) Packets the follower received on the connection of node_a's
+    session, idle and holding PROOF_HELD_LOCKS locks, and on a bare
+    session's that sends nothing of its own (its library's pings), counted
+    by the server per connection ('cons', after 'crst'); and the slowest
+    request it answered node_a meanwhile."""
+    secs = CONF['proof_rate_seconds']
+    log('  requests per second, idle and holding locks: %.0f s each' % secs)
+
+    def window(session_id):
+        t.zk.flw(p.follower_port, 'crst')
+        time.sleep(secs)
+        c = t.zk.connection(p.follower_port, session_id)
+        if c is None:
+            raise RuntimeError('session %s has no connection to %s' % (session_id, p.follower))
+        return c['recved'] / secs, c['maxlat']
+
+    out = {}
+    time.sleep(2)
+    out['proof_rate_idle'], out['proof_maxlat_idle'] = window(sid)
+    holder = p.node.session('bench_proof_holder')
+    holder.query("SELECT bench_many('acquire', 'proof-rate-', %d)" % PROOF_HELD_LOCKS)
+    time.sleep(2)
+    out['proof_rate_holding'], out['proof_maxlat_holding'] = window(sid)
+    holder.query("SELECT bench_many('release', 'proof-rate-', %d)" % PROOF_HELD_LOCKS)
+    holder.close()
+    bare = t.zkbare.spawn(p.follower, 'idle', secs + 4)
+    bare_sid = bare.stdout.readline().strip().lower()
+    time.sleep(1)
+    out['proof_rate_bare'], _ = window(bare_sid)
+    reap([bare], 30)
+    return out
+
+
+def bench_proof(work, zkbare, node):
+    """The commit guard's proof (issue 47): on a durable 3-server ensemble,
+    node_a connected to a follower at T = PROOF_T_MS, what the proof costs:
+    (a) the first acquisition + COMMIT on an idle server, (b) a COMMIT
+    shortly after the last write, (c) a lock held across transactions,
+    (d) latency under write load, (e) ZooKeeper's requests per second.
+    Returns (results, failures)."""
+    zk = ZooKeeper(work, 3, tag='proof')
+    log('== the proof\'s costs (issue 47): %s ZooKeeper' % zk.label)
+    t0 = time.time()
+    zk.start()
+    try:
+        modes = {port: zk.mode(port) for port in zk.ports}
+        leader = [port for port, m in modes.items() if m == 'leader']
+        followers = [port for port, m in modes.items() if m == 'follower']
+        if len(leader) != 1 or len(followers) != 2:
+            raise RuntimeError('the ensemble has no leader and two followers: %s' % modes)
+        node.use_zk(zk, hosts='127.0.0.1:%d' % followers[0],
+                    settings='zklock.session_timeout = %d\n' % PROOF_T_MS)
+        timeout, server, sid = node.sql('SELECT timeout_ms, server, session_id FROM zk_session()')[0]
+        if int(timeout) != PROOF_T_MS:
+            raise RuntimeError('the session timeout is %s ms, not %d' % (timeout, PROOF_T_MS))
+        sid = sid.lower()
+        t = Target(zk, zkbare, [node])
+        p = ProofSetup(node, followers[0], leader[0], int(timeout))
+        zkbare(zk, 'mkdir', BARE_ROOT + '/proof', hosts=p.follower)
+        # A server just started runs its first requests cold.
+        zkbare(zk, 'cycle', BARE_ROOT + '/proof', 300, hosts=p.follower)
+        node.value("CALL bench_cycles('xact_write', 'proof-warm', 300)")
+        stats = 'SELECT reconnects, sessions_lost FROM zk_session_stats'
+        reconnects0, lost0 = (int(x) for x in node.sql(stats)[0])
+        r = dict(proof_server=server, proof_timeout_ms=int(timeout),
+                 proof_zk_version=zk.version)
+        r.update(proof_idle_first(t, p))
+        r.update(proof_commit_after_write(t, p))
+        r.update(proof_held(t, p))
+        r.update(proof_paced(t, p))
+        r.update(proof_rates(t, p, sid))
+        p.session.close()
+        reconnects1, lost1 = (int(x) for x in node.sql(stats)[0])
+        r['proof_reconnects'] = reconnects1 - reconnects0
+        r['proof_sessions_lost'] = lost1 - lost0
+        r['proof_same_session'] = node.value('SELECT session_id FROM zk_session()').lower() == sid
+        r['proof_minutes'] = (time.time() - t0) / 60
+        return r, t.failures
+    finally:
+        stop_children()
+        zk.stop()
+
+
 # ---- the table ----
 
 def fmt(v, spec):
     return '-' if v is None else format(v, spec)
 
 
-def table_rows(res):
-    """(label, {column: text}) rows; a header row has no values."""
+def row_maker(res):
+    """(columns, rows, row): row(label, f) appends (label, {column: f(its
+    results) as text, '-' where f finds no figure}) to rows; a header row
+    is (label, None)."""
     cols = list(res)
     rows = []
 
@@ -1438,6 +1772,12 @@ def table_rows(res):
             except (KeyError, TypeError, ZeroDivisionError):
                 vals[c] = '-'
         rows.append((label, vals))
+    return cols, rows, row
+
+
+def table_rows(res):
+    """(label, {column: text}) rows; a header row has no values."""
+    cols, rows, row = row_maker(res)
 
     def ratio(r, key):
         lo, mid, hi = r['cycle_ratios_' + key]
@@ -1614,8 +1954,164 @@ def table_rows(res):
     return cols, rows
 
 
-def render_table(res):
-    cols, rows = table_rows(res)
+def proof_rows(res):
+    """The proof section's rows: one column per run."""
+    cols, rows, row = row_maker(res)
+
+    def ratio(r, key):
+        lo, mid, hi = r[key]
+        return '%.2fx (%.2f-%.2f)' % (mid, lo, hi)
+
+    def pair(a, b, spec='.2f'):
+        return '%s / %s' % (fmt(a, spec), fmt(b, spec))
+
+    rows.append(('(a) the first acquisition + COMMIT on a server idle for %.1f T (ms, median)'
+                 % PROOF_IDLE_T, None))
+    row('  zklock: zk_lock_xact_acquire / COMMIT (guard, release)',
+        lambda r: pair(r['proof_idle_acquire'], r['proof_idle_commit']))
+    row('    the two together', lambda r: fmt(r['proof_idle_cycle'], '.2f'))
+    row("    the guard's sets per COMMIT", lambda r: fmt(r['proof_idle_sets'], '.2f'))
+    row('  bare C: acquire + release after as long idle', lambda r: fmt(r['proof_idle_bare'], '.2f'))
+    row('  time ratio zklock / bare, median (min-max)', lambda r: ratio(r, 'proof_idle_ratios'))
+
+    rows.append(("(b) a COMMIT x T after the server's last write (the lock's create), ms, median",
+                 None))
+    for f in PROOF_OFFSETS:
+        key = 'proof_after_%d' % round(f * 100)
+        row('  %.2f T: COMMIT (guard, release)' % f, lambda r, k=key: fmt(r[k + '_commit'], '.2f'))
+        row("        the guard's sets per COMMIT", lambda r, k=key: fmt(r[k + '_sets'], '.2f'))
+        row('        bare C: release as long after the acquire', lambda r, k=key: fmt(r[k + '_bare'], '.2f'))
+        row('        time ratio zklock / bare, median (min-max)',
+            lambda r, k=key: ratio(r, k + '_ratios'))
+
+    rows.append(('(c) a session lock held while INSERT + COMMIT loops in one backend', None))
+    row('  COMMITs/s: lock held / no zklock lock',
+        lambda r: pair(r['proof_held_rate'], r['proof_none_rate'], '.0f'))
+    row('  time ratio held / none, median (min-max)', lambda r: ratio(r, 'proof_held_ratios'))
+    row("  the guard's sets per 1,000 COMMITs / per second",
+        lambda r: pair(r['proof_held_sets_per_commit'] * 1000, r['proof_held_sets_per_s']))
+    row('  COMMIT p99 / slowest, lock held (ms)', lambda r: pair(r['proof_held_p99'], r['proof_held_max']))
+    row('  COMMIT p99, no zklock lock (ms)', lambda r: fmt(r['proof_none_p99'], '.3f'))
+
+    rows.append(('(d) under write load on the leader, node_a on a follower (ms)', None))
+    row('  write load (sets/s, %d threads of another session)' % PROOF_LOAD_THREADS,
+        lambda r: fmt(r['proof_load'], '.0f'))
+    for kind, label in (('random_acquire', 'acquisition, random pauses of 0 to T/10'),
+                        ('aligned_acquire', 'acquisition, each T/20 after the release'),
+                        ('holders', 'zk_lock_holders(name), every %d ms, both' % PROOF_READ_MS)):
+        k = 'proof_paced_%s_' + kind
+        row('  %s p50 / p99' % label,
+            lambda r, k=k: pair(r[k % 'zklock' + '_p50'], r[k % 'zklock' + '_p99']))
+        row('    bare C p50 / p99', lambda r, k=k: pair(r[k % 'bare' + '_p50'], r[k % 'bare' + '_p99']))
+        row('    ratio zklock / bare, p50 / p99', lambda r, k=k: '%sx / %sx' % (
+            fmt(r[k % 'zklock' + '_p50'] / r[k % 'bare' + '_p50'], '.2f'),
+            fmt(r[k % 'zklock' + '_p99'] / r[k % 'bare' + '_p99'], '.2f')))
+        row('    calls timed: zklock / bare',
+            lambda r, k=k: '%d / %d' % (r[k % 'zklock' + '_n'], r[k % 'bare' + '_n']))
+
+    rows.append(("(e) packets per second the follower receives from node_a's session", None))
+    row('  idle', lambda r: fmt(r['proof_rate_idle'], '.2f'))
+    row('  holding %d locks' % PROOF_HELD_LOCKS, lambda r: fmt(r['proof_rate_holding'], '.2f'))
+    row("  a bare session that sends nothing (its library's pings)",
+        lambda r: fmt(r['proof_rate_bare'], '.2f'))
+    row("  slowest request the follower answered it: idle / holding (ms)",
+        lambda r: '%d / %d' % (r['proof_maxlat_idle'], r['proof_maxlat_holding']))
+
+    rows.append(("node_a's session over the whole section", None))
+    row('  reconnects / sessions lost / same session at the end', lambda r: '%d / %d / %s' % (
+        r['proof_reconnects'], r['proof_sessions_lost'], 'yes' if r['proof_same_session'] else 'NO'))
+    return cols, rows
+
+
+def proof_section(runs):
+    """RESULTS.md's section of the proof's costs, from every run."""
+    res = {run['label']: run['results'] for run in runs}
+    text = [PROOF_HEADING, '',
+            'Produced by `BENCH_ONLY=proof bash bench/run.sh` (or the full run), once per',
+            'build; each column is one run, named by `BENCH_PROOF_LABEL`, and',
+            '`bench/proof-runs.json` keeps every run\'s figures.', '',
+            '```', render_table(res, proof_rows), '```', '']
+    text.append('Runs:\n')
+    for run in runs:
+        text.append('* %s: %s' % (run['label'], '; '.join(
+            '%s %s' % (k, v) for k, v in run['facts'])))
+        text += ['  * failed and repeated: %s' % f.replace('\n', ' ') for f in run['failures']]
+    text.append('''
+A durable 3-server ensemble (`zkctl --durable`: tickTime 500 ms, syncLimit
+10, fsync on), node_a's `zklock.hosts` one follower only, `zklock.session_timeout`
+%(t_ms)d (T = %(t_s).0f s, as negotiated); zkbare's sessions on the same follower, the
+write load's on the leader.  The guard's round trip is a set, counted in
+`zk_session_stats`' `sets` of the committing backend; the session worker's
+own requests (1.6's idle `exists /` every T/6, the chain of `sync`s every
+T/20 after the last sync or write) are not counted there, but in (e).
+
+* **(a)**: the server sends nothing of a backend's for %(idle).1f T, then a backend
+  (kept open) runs `zk_lock_xact_acquire`, an INSERT and COMMIT, timed in the
+  backend (`bench_proof_commit`).  The bare client's yardstick is its own
+  first acquire (create, list) + release (delete) on a session idle as long:
+  the recipe's part of the same work, so the ratio is what zklock adds,
+  guard included.
+* **(b)**: the same transaction, its COMMIT x T after its acquisition
+  started (the create, the server's last write; the releases before it
+  are older).  The COMMIT is the guard, PostgreSQL's commit and the lock's
+  release (a delete); the bare client's yardstick is its release as long
+  after its acquire, so the ratio is the guard's share.
+* **(c)**: `bench_proof_held`: one backend holds a session lock and loops
+  INSERT + COMMIT (an unlogged table, so PostgreSQL's own commit is
+  cheap); the same loop holding no zklock lock is the yardstick, as no bare
+  ZooKeeper client commits anything.  The guard asks for its set only when
+  the proof left is under T/3, so what counts is sets per second, which
+  does not depend on the rate of COMMITs.
+* **(d)**: %(threads)d threads of another session set one node over and over on the
+  leader, so proposals are nearly always outstanding and a `sync` waits for
+  one to commit.  Meanwhile one backend holds a lock and calls
+  `zk_lock_holders` on it every %(read_ms)d ms (a listing and a read of each node),
+  another acquires and releases a lock, pausing after each either a random
+  0 to T/10 (about half the gaps are long enough for the chain to send a
+  sync) or exactly T/20, so that each acquisition goes out a release's
+  round trip after the chain sent its sync (T/20 after the release was
+  sent), when the sync is most likely still in flight and the follower
+  holds the acquisition's answers behind it.  The bare client
+  does the same on one session without syncs.  Percentiles pool every
+  round's calls (`zk_lock_holders`' of both pacings); with about a hundred
+  acquisitions, p99 is the slowest one or two.
+* **(e)**: the follower's own count of the packets received on the
+  session's connection (`cons`' `recved`, after `crst`), requests and the
+  client library's pings alike, over %(rate_s).0f s; and the connection's
+  slowest request there (`maxlat`), which would show a sync stalled
+  (ZooKeeper 3.8.0's lost wake-up, ZOOKEEPER-4537).  Absolute figures: the
+  bare session is the floor, a client that only keeps its session.
+* Reconnects and sessions lost are `zk_session_stats`' over the whole
+  section, most of it light or idle.
+''' % dict(t_ms=PROOF_T_MS, t_s=PROOF_T_MS / 1000, idle=PROOF_IDLE_T,
+           threads=PROOF_LOAD_THREADS, read_ms=PROOF_READ_MS,
+           rate_s=CONF['proof_rate_seconds']))
+    return '\n'.join(text)
+
+
+def load_proof_runs():
+    return json.loads(PROOF_RUNS.read_text()) if PROOF_RUNS.exists() else []
+
+
+def save_proof_run(run):
+    """Keep run's figures in PROOF_RUNS, in place of a run of its label."""
+    runs = [r for r in load_proof_runs() if r['label'] != run['label']] + [run]
+    PROOF_RUNS.write_text(json.dumps(runs, indent=1) + '\n')
+    return runs
+
+
+def write_proof_section(path, runs):
+    """Put the proof's section in RESULTS.md, in place of the one there."""
+    text = path.read_text() if path.exists() else '# zklock benchmark results\n\n'
+    start = text.find(PROOF_HEADING)
+    if start >= 0:
+        end = text.find('\n## ', start + len(PROOF_HEADING))
+        text = text[:start] + (text[end + 1:] if end >= 0 else '')
+    path.write_text(text.rstrip('\n') + '\n\n' + proof_section(runs))
+
+
+def render_table(res, make_rows=table_rows):
+    cols, rows = make_rows(res)
     width = max(len(label) for label, vals in rows if vals is not None) + 2
     cw = 2 + max([len(c) for c in cols] +
                  [len(vals[c]) for _, vals in rows if vals is not None for c in cols])
@@ -1630,7 +2126,29 @@ def render_table(res):
 
 # ---- machine facts ----
 
-def machine_facts(node, zks):
+def zklock_build():
+    """What zklock build the nodes run, as far as this tree knows."""
+    try:
+        commit = run(['git', '-C', SRC, 'rev-parse', '--short', 'HEAD']).strip()
+    except (RuntimeError, FileNotFoundError):
+        commit = '?'
+    so = PGBIN.parent / 'lib' / 'zklock.so'
+    if os.environ.get('BENCH_BUILT') == '1':
+        return 'built and installed from this tree (commit %s)' % commit
+    return 'as installed (zklock.so of %s; this tree is at commit %s)' % (
+        datetime.fromtimestamp(so.stat().st_mtime, timezone.utc)
+        .strftime('%Y-%m-%d %H:%M UTC'), commit)
+
+
+def package(name):
+    """The installed version of a Debian package."""
+    try:
+        return run(['dpkg-query', '-W', '-f=${Version}', name]).strip()
+    except (RuntimeError, FileNotFoundError):
+        return '?'
+
+
+def machine_facts(node, zk_version):
     cpu = 'unknown'
     with open('/proc/cpuinfo') as f:
         for line in f:
@@ -1643,23 +2161,6 @@ def machine_facts(node, zks):
         osname = m.group(1) if m else osname
     header = Path('/usr/include/zookeeper/zookeeper_version.h')
     m = re.search(r'ZOO_VERSION "([^"]+)"', header.read_text()) if header.exists() else None
-    def package(name):
-        try:
-            return run(['dpkg-query', '-W', '-f=${Version}', name]).strip()
-        except (RuntimeError, FileNotFoundError):
-            return '?'
-
-    try:
-        commit = run(['git', '-C', SRC, 'rev-parse', '--short', 'HEAD']).strip()
-    except (RuntimeError, FileNotFoundError):
-        commit = '?'
-    so = PGBIN.parent / 'lib' / 'zklock.so'
-    if os.environ.get('BENCH_BUILT') == '1':
-        zklock = 'built and installed from this tree (commit %s)' % commit
-    else:
-        zklock = 'as installed (zklock.so of %s; this tree is at commit %s)' % (
-            datetime.fromtimestamp(so.stat().st_mtime, timezone.utc)
-            .strftime('%Y-%m-%d %H:%M UTC'), commit)
     mem_kb = int(re.search(r'MemTotal:\s+(\d+)', Path('/proc/meminfo').read_text()).group(1))
     return [
         ('CPU', '%s, %d cores' % (cpu, os.cpu_count())),
@@ -1668,9 +2169,9 @@ def machine_facts(node, zks):
         ('OS', osname),
         ('PostgreSQL', node.value('SELECT version()')),
         ('zklock', '%s, %s' % (node.value(
-            "SELECT extversion FROM pg_extension WHERE extname = 'zklock'"), zklock)),
+            "SELECT extversion FROM pg_extension WHERE extname = 'zklock'"), zklock_build())),
         ('ZooKeeper server', '%s (Debian zookeeper %s), fsync on; "no fsync" and "ms away" '
-         'columns forceSync=no' % (zks[0].version, package('zookeeper'))),
+         'columns forceSync=no' % (zk_version, package('zookeeper'))),
         ('ZooKeeper C client', '%s (zklock: libzookeeper-st2 %s; zkbare: libzookeeper-mt2 %s)'
          % (m.group(1) if m else '?', package('libzookeeper-st2'), package('libzookeeper-mt2'))),
     ]
@@ -1799,10 +2300,15 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     zkbare = Zkbare(args.zkbare)
     nodes = [Node(args.work, name) for name in NODES]
-    zks = [ZooKeeper(args.work, 1), ZooKeeper(args.work, 3),
-           ZooKeeper(args.work, 1, durable=False), ZooKeeper(args.work, 3, durable=False),
-           ZooKeeper(args.work, 1, durable=False, link_ms=LINK_MS),
-           ZooKeeper(args.work, 3, durable=False, link_ms=LINK_MS)]
+    # BENCH_ONLY=proof: node_a and the proof's own ensemble only.
+    if ONLY:
+        nodes = nodes[:1]
+        zks = []
+    else:
+        zks = [ZooKeeper(args.work, 1), ZooKeeper(args.work, 3),
+               ZooKeeper(args.work, 1, durable=False), ZooKeeper(args.work, 3, durable=False),
+               ZooKeeper(args.work, 1, durable=False, link_ms=LINK_MS),
+               ZooKeeper(args.work, 3, durable=False, link_ms=LINK_MS)]
     started = datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
     load0 = os.getloadavg()[0]
     t0 = time.time()
@@ -1849,7 +2355,12 @@ def main():
             failures += t.failures
             results[zk.label] = r
             zk.stop()
-        facts = machine_facts(nodes[0], zks)
+        proof_started = datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
+        proof_load0 = os.getloadavg()[0]
+        proof, proof_failures = bench_proof(args.work, zkbare, nodes[0])
+        version = nodes[0].value("SELECT extversion FROM pg_extension WHERE extname = 'zklock'")
+        pg_version = nodes[0].value('SHOW server_version')
+        facts = machine_facts(nodes[0], zks[0].version if zks else proof['proof_zk_version'])
     finally:
         stop_children()
         for zk in zks:
@@ -1857,11 +2368,25 @@ def main():
         for n in nodes:
             n.stop()
 
-    table = render_table(results)
-    print(table)
+    label = os.environ.get('BENCH_PROOF_LABEL') or '%s, %s' % (version, zklock_build())
+    proof_run = dict(label=label, results=proof, failures=proof_failures, facts=[
+        ('zklock', '%s, %s' % (version, zklock_build())),
+        ('PostgreSQL', '%s from %s' % (pg_version, PGBIN)),
+        ('ZooKeeper', '%s (Debian zookeeper %s)' % (proof['proof_zk_version'], package('zookeeper'))),
+        ('started', proof_started),
+        ('minutes', '%.1f' % proof['proof_minutes']),
+        ('load average (1 min) at start / end', '%.2f / %.2f' % (proof_load0, os.getloadavg()[0])),
+        ('rounds', '(a) %(proof_idle_rounds)d, (b) %(proof_commit_rounds)d, (c) '
+         '%(proof_held_rounds)d of %(proof_held_seconds).0f s, (d) %(proof_paced_rounds)d '
+         'of %(proof_paced_seconds).0f s, (e) %(proof_rate_seconds).0f s each' % CONF)])
+    print(render_table({label: proof}, proof_rows))
     elapsed = time.time() - t0
-    write_results(args.results, table, facts, started, elapsed,
-                  '%.2f / %.2f' % (load0, os.getloadavg()[0]), failures)
+    if not ONLY:
+        table = render_table(results)
+        print(table)
+        write_results(args.results, table, facts, started, elapsed,
+                      '%.2f / %.2f' % (load0, os.getloadavg()[0]), failures)
+    write_proof_section(args.results, save_proof_run(proof_run))
     log('== wrote %s (%.1f minutes)' % (args.results, elapsed / 60))
 
 

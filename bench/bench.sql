@@ -255,3 +255,117 @@ BEGIN
   END IF;
   RETURN extract(epoch FROM clock_timestamp() - t0) * 1000;
 END $$;
+
+-- The commit guard's proof (issue 47).  The guard's round trip is a set,
+-- counted in zk_session_stats' sets, which takes in this backend's own
+-- counts when read; the session worker's own syncs are not counted.
+--
+-- One transaction that writes a row under a transaction lock and commits
+-- pause seconds after its acquisition started (the create: the server's
+-- last write): the acquisition's and the COMMIT's milliseconds (the COMMIT
+-- holds the guard and the lock's release), and the guard's sets.
+CREATE PROCEDURE bench_proof_commit(lock text, pause float8,
+                                    INOUT acquire_ms float8 DEFAULT NULL,
+                                    INOUT commit_ms float8 DEFAULT NULL,
+                                    INOUT sets bigint DEFAULT NULL)
+LANGUAGE plpgsql AS $$
+DECLARE
+  sets0 bigint;
+  t0 timestamptz;
+  t1 timestamptz;
+BEGIN
+  SELECT s.sets INTO sets0 FROM zk_session_stats s;
+  t0 := clock_timestamp();
+  PERFORM zk_lock_xact_acquire(lock);
+  acquire_ms := extract(epoch FROM clock_timestamp() - t0) * 1000;
+  INSERT INTO bench_writes VALUES (0);
+  PERFORM pg_sleep(pause - extract(epoch FROM clock_timestamp() - t0));
+  t1 := clock_timestamp();
+  COMMIT;
+  commit_ms := extract(epoch FROM clock_timestamp() - t1) * 1000;
+  SELECT s.sets - sets0 INTO sets FROM zk_session_stats s;
+END $$;
+
+-- A lock held across transactions (none: lock NULL): a row written and
+-- committed over and over for the given seconds.  The COMMITs, the seconds
+-- they took, the guard's sets, and the 99th percentile and the slowest
+-- COMMIT in milliseconds.
+CREATE PROCEDURE bench_proof_held(lock text, seconds float8,
+                                  INOUT commits int DEFAULT NULL,
+                                  INOUT elapsed_s float8 DEFAULT NULL,
+                                  INOUT sets bigint DEFAULT NULL,
+                                  INOUT p99_ms float8 DEFAULT NULL,
+                                  INOUT max_ms float8 DEFAULT NULL)
+LANGUAGE plpgsql AS $$
+DECLARE
+  ms float8[];
+  sets0 bigint;
+  start timestamptz;
+  t0 timestamptz;
+  t1 timestamptz;
+BEGIN
+  IF lock IS NOT NULL THEN
+    PERFORM zk_lock_acquire(lock);
+  END IF;
+  SELECT s.sets INTO sets0 FROM zk_session_stats s;
+  COMMIT;
+  commits := 0;
+  start := clock_timestamp();
+  LOOP
+    INSERT INTO bench_writes VALUES (commits);
+    t0 := clock_timestamp();
+    COMMIT;
+    t1 := clock_timestamp();
+    commits := commits + 1;
+    ms[commits] := extract(epoch FROM t1 - t0) * 1000;
+    EXIT WHEN t1 >= start + seconds * interval '1 second';
+  END LOOP;
+  elapsed_s := extract(epoch FROM t1 - start);
+  SELECT s.sets - sets0 INTO sets FROM zk_session_stats s;
+  SELECT percentile_disc(0.99) WITHIN GROUP (ORDER BY x), max(x)
+    INTO p99_ms, max_ms FROM unnest(ms) AS x;
+  IF lock IS NOT NULL THEN
+    PERFORM zk_lock_release(lock);
+  END IF;
+  TRUNCATE bench_writes;
+END $$;
+
+-- Under write load, as zkbare's paced does, for the given seconds: with
+-- kind 'holders', hold lock and call zk_lock_holders on it, pausing
+-- min_pause_ms after each; with 'acquire', acquire and release lock,
+-- pausing a random min_pause_ms to max_pause_ms after each.  Milliseconds
+-- per call timed; one first, untimed.
+CREATE FUNCTION bench_proof_paced(kind text, lock text, seconds float8,
+                                  min_pause_ms int, max_pause_ms int DEFAULT NULL)
+RETURNS float8[]
+LANGUAGE plpgsql AS $$
+DECLARE
+  ms float8[] := '{}';
+  end_at timestamptz := clock_timestamp() + seconds * interval '1 second';
+  t0 timestamptz;
+BEGIN
+  PERFORM zk_lock_acquire(lock);
+  IF kind = 'acquire' THEN
+    PERFORM zk_lock_release(lock);
+  END IF;
+  LOOP
+    t0 := clock_timestamp();
+    EXIT WHEN t0 >= end_at;
+    IF kind = 'holders' THEN
+      PERFORM * FROM zk_lock_holders(lock);
+    ELSE
+      PERFORM zk_lock_acquire(lock);
+    END IF;
+    ms := ms || extract(epoch FROM clock_timestamp() - t0) * 1000;
+    IF kind = 'holders' THEN
+      PERFORM pg_sleep(min_pause_ms / 1000.0);
+    ELSE
+      PERFORM zk_lock_release(lock);
+      PERFORM pg_sleep((min_pause_ms + random() * (max_pause_ms - min_pause_ms)) / 1000.0);
+    END IF;
+  END LOOP;
+  IF kind = 'holders' THEN
+    PERFORM zk_lock_release(lock);
+  END IF;
+  RETURN ms;
+END $$;

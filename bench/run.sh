@@ -8,12 +8,22 @@
 #   BENCH_KEEP=1 bash bench/run.sh     keep the work directory (logs) at the end
 #   BENCH_GUARD=0 bash bench/run.sh    without the guard's worst cases (tests 062
 #                                      and 068)
+#   BENCH_SIM=0 bash bench/run.sh      without the proof simulation's million
+#   BENCH_ONLY=proof bash bench/run.sh only what the commit guard's proof
+#                                      costs (issue 47), about 8 minutes;
+#                                      BENCH_PROOF_LABEL names its column
+#   BENCH_PGBIN=DIR                    PostgreSQL's bin directory (default
+#                                      /usr/lib/postgresql/15/bin): a private
+#                                      copy, with BENCH_NO_SETUP=1 and
+#                                      zklock installed there beforehand
 #
 # Installs what it needs, builds and installs zklock, builds bench/zkbare.c,
 # then bench/bench.py starts ZooKeeper (standalone, then a 3-server ensemble,
 # fsync on; then both again with forceSync=no for the cycles and a long
 # queue) and two PostgreSQL nodes, all on 127.0.0.1, prints the table and
-# writes bench/RESULTS.md.  Everything it started is stopped on exit.
+# writes bench/RESULTS.md; last, the proof's costs on a durable ensemble of
+# their own, whose section of RESULTS.md keeps a column per build (from
+# bench/proof-runs.json).  Everything it started is stopped on exit.
 set -euo pipefail
 
 bench=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -43,7 +53,7 @@ cleanup()
 	done
 	for d in "$work"/node_*/data; do
 		if [ -f "$d/postmaster.pid" ]; then
-			runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$d" -m immediate -s stop || true
+			runuser -u postgres -- "${BENCH_PGBIN:-/usr/lib/postgresql/15/bin}/pg_ctl" -D "$d" -m immediate -s stop || true
 		fi
 	done
 	if [ "${BENCH_KEEP:-}" = 1 ]; then
@@ -53,6 +63,14 @@ cleanup()
 	fi
 }
 trap cleanup EXIT
+
+# The commit guard's proof policy under 1,000,000 simulated schedules
+# (test/sim; docs/testing.md, "The proof simulation").
+if [ "${BENCH_SIM:-1}" = 1 ] && [ -z "${BENCH_ONLY:-}" ]; then
+	echo "== the proof simulation, 1,000,000 schedules"
+	make -s -C "$ZKLOCK_SRC/test/sim" bench | sed -n '1,3p;/^first/p' ||
+		echo "== the proof simulation FAILED: make -C test/sim bench" >&2
+fi
 
 cc -O2 -Wall -Wextra -Werror -DTHREADED -o "$work/zkbare" "$bench/zkbare.c" \
 	-l:libzookeeper_mt.so.2 -lpthread
@@ -65,7 +83,7 @@ cc -O2 -Wall -Wextra -Werror -DTHREADED -o "$work/zkbare" "$bench/zkbare.c" \
 # 4 s and 8 s (about 40 and 60 minutes; with BENCH_QUICK, 3 at 4 s), one
 # line of figures per round; BENCH_GUARD=0 leaves them out.  Runs as the TAP
 # suite does, with its own ensembles.
-if [ "${BENCH_GUARD:-1}" = 1 ]; then
+if [ "${BENCH_GUARD:-1}" = 1 ] && [ -z "${BENCH_ONLY:-}" ]; then
 	if [ "${BENCH_QUICK:-}" = 1 ]; then guard=(3 4000); else guard=(30 "4000 8000"); fi
 	ZKLOCK_GUARD_ROUNDS=${guard[0]} ZKLOCK_GUARD_TIMEOUTS="${guard[1]}" ZKLOCK_SUITES=TAP \
 		ZKLOCK_TAP_TESTS="test/tap/062_guard_follower_worst_case.pl test/tap/068_guard_late_delivery.pl" \

@@ -37,6 +37,30 @@
  *		 warm up; prints, one line each, the seconds from the listing's start
  *		 to the holder having read the request (its watch fired and it read
  *		 the data again, as Curator's holder does)
+ *
+ * For the commit guard's proof (issue 47), whose costs have no recipe of
+ * their own to compare with, the same session's plain lock operations at
+ * the same moments:
+ *
+ *	 zkbare HOSTS hold PARENT IDLE_S HOLD_S
+ *		 one cycle to warm up, then IDLE_S seconds of silence, then an
+ *		 acquire, held until HOLD_S seconds after it started, and its
+ *		 release; prints "<acquire ms> <release ms>"
+ *	 zkbare HOSTS paced HELD_PARENT ACQ_PARENT SECONDS READ_MS MIN_PAUSE_MS MAX_PAUSE_MS
+ *		 one session, two threads, for SECONDS: one holds a lock below
+ *		 HELD_PARENT and reads its queue every READ_MS (list the children,
+ *		 then read each one's data: what zk_lock_holders asks), the other
+ *		 acquires and releases below ACQ_PARENT, pausing a random
+ *		 MIN_PAUSE_MS to MAX_PAUSE_MS after each; prints "holders <ms>" and
+ *		 "acquire <ms>",
+ *		 one line per call
+ *	 zkbare HOSTS load PATH THREADS SECONDS
+ *		 write load: THREADS threads sharing one session set PATH's data,
+ *		 one synchronous set after another, for SECONDS; prints the sets
+ *		 per second
+ *	 zkbare HOSTS idle SECONDS
+ *		 a session that sends nothing of its own for SECONDS (the client
+ *		 library pings it); prints its session id (0x...) once connected
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -96,6 +120,19 @@ static double
 seconds_of(const struct timespec *ts)
 {
 	return ts->tv_sec + ts->tv_nsec / 1e9;
+}
+
+/* ts, seconds later. */
+static void
+add_seconds(struct timespec *ts, double seconds)
+{
+	ts->tv_sec += (time_t) seconds;
+	ts->tv_nsec += (long) ((seconds - (time_t) seconds) * 1e9);
+	if (ts->tv_nsec >= 1000000000L)
+	{
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
 }
 
 static bool
@@ -292,6 +329,21 @@ make_path(Client *c, const char *path)
 	}
 }
 
+/*
+ * Open a session, make parent if missing, and run one cycle below it first,
+ * as zklock's loops do.
+ */
+static void
+client_open_warm(Client *c, const char *hosts, const char *parent)
+{
+	char		node[PATH_MAX_LEN];
+
+	client_open(c, hosts);
+	make_path(c, parent);
+	acquire(c, parent, node);
+	release(c, node);
+}
+
 static int
 cmd_cycle(const char *hosts, const char *parent, int n)
 {
@@ -300,10 +352,7 @@ cmd_cycle(const char *hosts, const char *parent, int n)
 	struct timespec t0;
 	struct timespec t1;
 
-	client_open(&c, hosts);
-	/* One cycle first, as zklock's loops do. */
-	acquire(&c, parent, node);
-	release(&c, node);
+	client_open_warm(&c, hosts, parent);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < n; i++)
 	{
@@ -316,20 +365,26 @@ cmd_cycle(const char *hosts, const char *parent, int n)
 	return 0;
 }
 
+/* array of *max elements of size bytes, with room for twice as many. */
+static void *
+grown(void *array, int *max, size_t size)
+{
+	*max = *max ? *max * 2 : 1024;
+	array = realloc(array, *max * size);
+	if (array == NULL)
+	{
+		fprintf(stderr, "zkbare: out of memory\n");
+		exit(1);
+	}
+	return array;
+}
+
 static void
 record(Worker *w, int64_t token, const struct timespec *acquired,
 	   const struct timespec *released)
 {
 	if (w->ngrants == w->maxgrants)
-	{
-		w->maxgrants = w->maxgrants ? w->maxgrants * 2 : 1024;
-		w->grants = realloc(w->grants, w->maxgrants * sizeof(Grant));
-		if (w->grants == NULL)
-		{
-			fprintf(stderr, "zkbare: out of memory\n");
-			exit(1);
-		}
-	}
+		w->grants = grown(w->grants, &w->maxgrants, sizeof(Grant));
 	w->grants[w->ngrants].token = token;
 	w->grants[w->ngrants].acquired = *acquired;
 	w->grants[w->ngrants].released = *released;
@@ -395,13 +450,7 @@ cmd_handoff(const char *hosts, const char *parent, int nworkers,
 	pthread_barrier_wait(&ready);
 	clock_gettime(CLOCK_REALTIME, &start);
 	end = start;
-	end.tv_sec += (time_t) seconds;
-	end.tv_nsec += (long) ((seconds - (time_t) seconds) * 1e9);
-	if (end.tv_nsec >= 1000000000L)
-	{
-		end.tv_sec++;
-		end.tv_nsec -= 1000000000L;
-	}
+	add_seconds(&end, seconds);
 	pthread_barrier_wait(&ready);
 
 	for (int i = 0; i < nworkers; i++)
@@ -530,12 +579,16 @@ cmd_queue(const char *hosts, const char *parent)
 	return 0;
 }
 
-/* A throughput thread: its own lock, the shared session. */
+/*
+ * A throughput thread: its own lock, the shared session; or, for the write
+ * load, a node it sets again and again.
+ */
 typedef struct Cycler
 {
 	pthread_t	thread;
 	Client		client;			/* a copy sharing the session's handle */
 	char		parent[PATH_MAX_LEN];
+	bool		sets;			/* set parent's data instead of cycling */
 	pthread_barrier_t *ready;
 	const struct timespec *end;
 	long		cycles;
@@ -554,15 +607,30 @@ cycler_main(void *arg)
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if (!before(&now, w->end))
 			break;
-		acquire(&w->client, w->parent, node);
-		release(&w->client, node);
+		if (w->sets)
+		{
+			int			rc = zoo_set(w->client.zh, w->parent, "load", 4, -1);
+
+			if (rc != ZOK)
+				die("set", rc);
+		}
+		else
+		{
+			acquire(&w->client, w->parent, node);
+			release(&w->client, node);
+		}
 		w->cycles++;
 	}
 	return NULL;
 }
 
+/*
+ * threads threads on one session cycle for seconds, each on prefix<n>; or,
+ * with sets, all set prefix.  Prints cycles (sets) per second.
+ */
 static int
-cmd_throughput(const char *hosts, const char *prefix, int threads, double seconds)
+cmd_throughput(const char *hosts, const char *prefix, int threads, double seconds,
+			   bool sets)
 {
 	Client		c;
 	Cycler	   *w = calloc(threads, sizeof(Cycler));
@@ -583,8 +651,12 @@ cmd_throughput(const char *hosts, const char *prefix, int threads, double second
 		w[i].client.rng = c.rng + 2 * (uint64_t) i + 2;
 		pthread_mutex_init(&w[i].client.mutex, NULL);
 		pthread_cond_init(&w[i].client.cond, NULL);
-		snprintf(w[i].parent, sizeof(w[i].parent), "%s%d", prefix, i + 1);
+		if (sets)
+			snprintf(w[i].parent, sizeof(w[i].parent), "%s", prefix);
+		else
+			snprintf(w[i].parent, sizeof(w[i].parent), "%s%d", prefix, i + 1);
 		make_path(&c, w[i].parent);
+		w[i].sets = sets;
 		w[i].ready = &ready;
 		w[i].end = &end;
 		if (pthread_create(&w[i].thread, NULL, cycler_main, &w[i]) != 0)
@@ -594,13 +666,7 @@ cmd_throughput(const char *hosts, const char *prefix, int threads, double second
 		}
 	}
 	clock_gettime(CLOCK_MONOTONIC, &end);
-	end.tv_sec += (time_t) seconds;
-	end.tv_nsec += (long) ((seconds - (time_t) seconds) * 1e9);
-	if (end.tv_nsec >= 1000000000)
-	{
-		end.tv_sec++;
-		end.tv_nsec -= 1000000000;
-	}
+	add_seconds(&end, seconds);
 	pthread_barrier_wait(&ready);
 	for (int i = 0; i < threads; i++)
 	{
@@ -610,6 +676,206 @@ cmd_throughput(const char *hosts, const char *prefix, int threads, double second
 	printf("%.1f\n", total / seconds);
 	client_close(&c);
 	free(w);
+	return 0;
+}
+
+/* ---- the commit guard's proof (issue 47) ---- */
+
+static double
+ms_between(const struct timespec *a, const struct timespec *b)
+{
+	return (seconds_of(b) - seconds_of(a)) * 1000;
+}
+
+/* Sleep until seconds after from (CLOCK_MONOTONIC). */
+static void
+sleep_until(const struct timespec *from, double seconds)
+{
+	struct timespec until = *from;
+
+	add_seconds(&until, seconds);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
+		;
+}
+
+static int
+cmd_hold(const char *hosts, const char *parent, double idle_s, double hold_s)
+{
+	Client		c;
+	char		node[PATH_MAX_LEN];
+	struct timespec t0;
+	struct timespec t1;
+	struct timespec t2;
+	struct timespec t3;
+
+	client_open_warm(&c, hosts, parent);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	sleep_until(&t0, idle_s);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	acquire(&c, parent, node);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	sleep_until(&t0, hold_s);
+	clock_gettime(CLOCK_MONOTONIC, &t2);
+	release(&c, node);
+	clock_gettime(CLOCK_MONOTONIC, &t3);
+	printf("%.3f %.3f\n", ms_between(&t0, &t1), ms_between(&t2, &t3));
+	client_close(&c);
+	return 0;
+}
+
+/* A thread of cmd_paced: its copy of the session, and its timings. */
+typedef struct Pacer
+{
+	pthread_t	thread;
+	Client		client;
+	const char *parent;
+	const struct timespec *end;
+	int			every_ms;		/* readers: the pause between reads */
+	int			min_pause_ms;	/* acquirers: the shortest pause */
+	int			max_pause_ms;	/* acquirers: the longest pause */
+	double	   *ms;
+	int			n;
+	int			max;
+} Pacer;
+
+static void
+pacer_record(Pacer *p, double ms)
+{
+	if (p->n == p->max)
+		p->ms = grown(p->ms, &p->max, sizeof(double));
+	p->ms[p->n++] = ms;
+}
+
+static void
+pause_ms(double ms)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	sleep_until(&now, ms / 1000);
+}
+
+/* Holds a lock below its parent and reads the queue, as zk_lock_holders. */
+static void *
+reader_main(void *arg)
+{
+	Pacer	   *p = (Pacer *) arg;
+	char		node[PATH_MAX_LEN];
+	char		path[PATH_MAX_LEN];
+	char		data[1024];
+	struct timespec t0;
+	struct timespec t1;
+
+	acquire(&p->client, p->parent, node);
+	for (;;)
+	{
+		struct String_vector children;
+		int			rc;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (!before(&t0, p->end))
+			break;
+		rc = zoo_get_children(p->client.zh, p->parent, 0, &children);
+		if (rc != ZOK)
+			die("get children", rc);
+		for (int i = 0; i < children.count; i++)
+		{
+			int			datalen = sizeof(data);
+
+			snprintf(path, sizeof(path), "%s/%s", p->parent, children.data[i]);
+			rc = zoo_get(p->client.zh, path, 0, data, &datalen, NULL);
+			if (rc != ZOK && rc != ZNONODE)
+				die("get", rc);
+		}
+		deallocate_String_vector(&children);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		pacer_record(p, ms_between(&t0, &t1));
+		pause_ms(p->every_ms);
+	}
+	release(&p->client, node);
+	return NULL;
+}
+
+static void *
+acquirer_main(void *arg)
+{
+	Pacer	   *p = (Pacer *) arg;
+	char		node[PATH_MAX_LEN];
+	struct timespec t0;
+	struct timespec t1;
+
+	for (;;)
+	{
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (!before(&t0, p->end))
+			break;
+		acquire(&p->client, p->parent, node);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		release(&p->client, node);
+		pacer_record(p, ms_between(&t0, &t1));
+		pause_ms(p->min_pause_ms + (double) (next_random(&p->client) % 1000000) / 1e6 *
+				 (p->max_pause_ms - p->min_pause_ms));
+	}
+	return NULL;
+}
+
+static int
+cmd_paced(const char *hosts, const char *held_parent, const char *acq_parent,
+		  double seconds, int read_ms, int min_pause_ms, int max_pause_ms)
+{
+	Client		c;
+	Pacer		pacers[2];
+	void	   *(*mains[2]) (void *) = {reader_main, acquirer_main};
+	const char *labels[2] = {"holders", "acquire"};
+	struct timespec end;
+
+	memset(pacers, 0, sizeof(pacers));
+	client_open_warm(&c, hosts, acq_parent);
+	make_path(&c, held_parent);
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	add_seconds(&end, seconds);
+	for (int i = 0; i < 2; i++)
+	{
+		Pacer	   *p = &pacers[i];
+
+		p->client = c;
+		p->client.rng = c.rng + 2 * (uint64_t) i + 2;
+		pthread_mutex_init(&p->client.mutex, NULL);
+		pthread_cond_init(&p->client.cond, NULL);
+		p->parent = i == 0 ? held_parent : acq_parent;
+		p->end = &end;
+		p->every_ms = read_ms;
+		p->min_pause_ms = min_pause_ms;
+		p->max_pause_ms = max_pause_ms;
+		if (pthread_create(&p->thread, NULL, mains[i], p) != 0)
+		{
+			fprintf(stderr, "zkbare: could not start a thread\n");
+			return 1;
+		}
+	}
+	for (int i = 0; i < 2; i++)
+	{
+		pthread_join(pacers[i].thread, NULL);
+		for (int j = 0; j < pacers[i].n; j++)
+			printf("%s %.3f\n", labels[i], pacers[i].ms[j]);
+		free(pacers[i].ms);
+	}
+	client_close(&c);
+	return 0;
+}
+
+static int
+cmd_idle(const char *hosts, double seconds)
+{
+	Client		c;
+	struct timespec t0;
+
+	client_open(&c, hosts);
+	printf("0x%" PRIx64 "\n", (uint64_t) zoo_client_id(c.zh)->client_id);
+	fflush(stdout);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	sleep_until(&t0, seconds);
+	client_close(&c);
 	return 0;
 }
 
@@ -623,7 +889,11 @@ usage(void)
 			"       zkbare HOSTS pin PREFIX N\n"
 			"       zkbare HOSTS queue PARENT\n"
 			"       zkbare HOSTS throughput PREFIX THREADS SECONDS\n"
-			"       zkbare HOSTS revoke PARENT N\n");
+			"       zkbare HOSTS revoke PARENT N\n"
+			"       zkbare HOSTS hold PARENT IDLE_S HOLD_S\n"
+			"       zkbare HOSTS paced HELD_PARENT ACQ_PARENT SECONDS READ_MS MIN_PAUSE_MS MAX_PAUSE_MS\n"
+			"       zkbare HOSTS load PATH THREADS SECONDS\n"
+			"       zkbare HOSTS idle SECONDS\n");
 	return 2;
 }
 
@@ -752,8 +1022,17 @@ main(int argc, char **argv)
 	if (strcmp(cmd, "queue") == 0 && argc == 4)
 		return cmd_queue(hosts, argv[3]);
 	if (strcmp(cmd, "throughput") == 0 && argc == 6)
-		return cmd_throughput(hosts, argv[3], atoi(argv[4]), atof(argv[5]));
+		return cmd_throughput(hosts, argv[3], atoi(argv[4]), atof(argv[5]), false);
 	if (strcmp(cmd, "revoke") == 0 && argc == 5)
 		return cmd_revoke(hosts, argv[3], atoi(argv[4]));
+	if (strcmp(cmd, "hold") == 0 && argc == 6)
+		return cmd_hold(hosts, argv[3], atof(argv[4]), atof(argv[5]));
+	if (strcmp(cmd, "paced") == 0 && argc == 9)
+		return cmd_paced(hosts, argv[3], argv[4], atof(argv[5]), atoi(argv[6]),
+						 atoi(argv[7]), atoi(argv[8]));
+	if (strcmp(cmd, "load") == 0 && argc == 6)
+		return cmd_throughput(hosts, argv[3], atoi(argv[4]), atof(argv[5]), true);
+	if (strcmp(cmd, "idle") == 0 && argc == 4)
+		return cmd_idle(hosts, atof(argv[3]));
 	return usage();
 }

@@ -81,3 +81,43 @@ BEGIN
     PERFORM zk_lock_release('long-billing');
 END
 $$;
+
+-- nightly_shards(run, nodes): a job in two phases.  Each node loads its own
+-- shard; then one aggregation, on whichever node takes it, once every node
+-- has loaded: a double barrier of all the nodes, and a lock only one takes
+-- (held until every node has left the barrier, so that no late node takes
+-- it again).
+CREATE TABLE shard_runs (
+    node        text NOT NULL DEFAULT current_setting('cluster_name'),
+    phase       text NOT NULL,
+    started_at  timestamptz NOT NULL,
+    finished_at timestamptz NOT NULL
+);
+
+CREATE PROCEDURE nightly_shards(run text, nodes int)
+LANGUAGE plpgsql AS $$
+DECLARE
+    t0 timestamptz := clock_timestamp();
+    aggregates boolean;
+BEGIN
+    PERFORM pg_sleep(0.3 + random());           -- load this node's shard
+    INSERT INTO shard_runs (phase, started_at, finished_at)
+    VALUES ('load', t0, clock_timestamp());
+    COMMIT;                                     -- hold nothing at the barrier
+    IF NOT zk_barrier_enter('shards-' || run, nodes, 60000) THEN
+        RAISE EXCEPTION 'not every node loaded its shard within a minute';
+    END IF;
+    aggregates := zk_lock_try_acquire('aggregate-' || run);
+    IF aggregates THEN
+        t0 := clock_timestamp();
+        PERFORM pg_sleep(0.5);                  -- aggregate every shard
+        INSERT INTO shard_runs (phase, started_at, finished_at)
+        VALUES ('aggregate', t0, clock_timestamp());
+    END IF;
+    COMMIT;
+    PERFORM zk_barrier_leave('shards-' || run, 60000);
+    IF aggregates THEN
+        PERFORM zk_lock_release('aggregate-' || run);
+    END IF;
+END
+$$;

@@ -11,6 +11,9 @@
 #   2. serialized by pg_advisory_xact_lock: runs on one node take turns, but
 #      runs on the two nodes overlap, since each node sees only its own locks.
 #
+# Then a job in two phases (nightly_shards): each node loads its shard, and
+# one aggregation runs only once every node has loaded (a double barrier).
+#
 # The runs of both nodes are merged into one timeline for each.  The script
 # exits non-zero if the zklock runs overlap or their tokens do not grow, so
 # it doubles as a smoke test.  It stops everything it started on exit; set
@@ -99,12 +102,26 @@ CONF
 	echo "   $node: 127.0.0.1:${port[$node]}"
 }
 
+# wait_all WHAT PID...: wait for every pid; fails, naming WHAT, if one failed.
+wait_all()
+{
+	local what=$1 pid failed=0
+	shift
+	for pid in "$@"; do
+		wait "$pid" || failed=1
+	done
+	if [ "$failed" -ne 0 ]; then
+		echo "a $what failed: the job is not complete" >&2
+		return 1
+	fi
+}
+
 # run_job METHOD: every worker of every node calls nightly_billing() at the
 # same time; fails if any of them failed.
 run_job()
 {
 	local method=$1
-	local node w i pid failed=0
+	local node w i
 	local pids=() calls
 	for node in "${nodes[@]}"; do
 		for w in $(seq "$workers_per_node"); do
@@ -118,13 +135,23 @@ run_job()
 			pids+=($!)
 		done
 	done
-	for pid in "${pids[@]}"; do
-		wait "$pid" || failed=1
+	wait_all worker "${pids[@]}"
+}
+
+# phases: both nodes run nightly_shards() at once; the loads and the one
+# aggregation, merged.
+phases()
+{
+	local node pids=()
+	for node in "${nodes[@]}"; do
+		psql_on "$node" -c "CALL nightly_shards('demo', ${#nodes[@]})" &
+		pids+=($!)
 	done
-	if [ "$failed" -ne 0 ]; then
-		echo "a worker failed: the job is not complete" >&2
-		return 1
-	fi
+	wait_all node "${pids[@]}"
+	for node in "${nodes[@]}"; do
+		psql_on "$node" -F $'\t' -c "SELECT node, phase, extract(epoch FROM started_at),
+		                                     extract(epoch FROM finished_at), '' FROM shard_runs"
+	done | /usr/bin/python3 "$demo/timeline.py" --after-all load
 }
 
 # timeline METHOD [--exclusive]: the runs of both nodes, merged.
@@ -204,6 +231,10 @@ main()
 	echo
 	echo "== a polite stop: ${nodes[0]} runs a long job batch by batch; ${nodes[1]} asks it to let go"
 	polite_stop
+
+	echo
+	echo "== two phases: each node loads its shard; one aggregation once all have (a double barrier)"
+	phases
 	echo
 }
 

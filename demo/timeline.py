@@ -8,7 +8,9 @@ in start order with a bar chart, then the number of overlapping pairs.
 
 With --exclusive, also checks what a cluster-wide lock promises: no two runs
 overlap and the fencing tokens strictly increase in start order; the exit
-status is 1 if either does not hold.
+status is 1 if either does not hold.  With --after-all LOAD, what a double
+barrier promises: exactly one run that is not called LOAD, and it starts
+only after every LOAD run has finished.
 """
 
 import argparse
@@ -69,10 +71,25 @@ def node_of(run):
     return run.who.split("/")[0]
 
 
+def check_after_all(runs, load):
+    loads = [r for r in runs if r.who.endswith("/" + load)]
+    others = [r for r in runs if not r.who.endswith("/" + load)]
+    if not loads or len(others) != 1:
+        sys.exit(f"FAILED: {len(loads)} {load} runs and {len(others)} others, not one")
+    last = max(r.finish for r in loads)
+    print(f"{others[0].who} started {others[0].start - last:.3f} s after the "
+          f"last {load} finished")
+    if others[0].start < last:
+        sys.exit(f"FAILED: {others[0].who} started before every {load} was done")
+    print(f"OK: it ran only after every node's {load}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--exclusive", action="store_true",
                         help="fail unless runs never overlap and tokens grow")
+    parser.add_argument("--after-all", metavar="LOAD",
+                        help="fail unless one other run starts after all LOAD runs")
     args = parser.parse_args()
 
     runs = read_runs(sys.stdin)
@@ -84,6 +101,8 @@ def main():
     across = sum(node_of(a) != node_of(b) for a, b in pairs)
     print(f"\n{len(runs)} runs, {len(pairs)} overlapping pairs "
           f"({len(pairs) - across} on the same node, {across} across nodes)")
+    if args.after_all:
+        check_after_all(runs, args.after_all)
     if not args.exclusive:
         return
 

@@ -185,7 +185,10 @@ BEGIN
   LOOP
     IF obj.classid = 'pg_proc'::regclass
        AND obj.objid NOT IN ('zk_lock_stats_reset()'::regprocedure,
-                             'zk_lock_request_release(text)'::regprocedure) THEN
+                             'zk_lock_request_release(text)'::regprocedure,
+                             'zk_gate_close(text)'::regprocedure,
+                             'zk_gate_open(text)'::regprocedure,
+                             'zk_barrier_reset(text)'::regprocedure) THEN
       EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', obj.objid::regprocedure);
       EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO zklock_users', obj.objid::regprocedure);
     ELSIF obj.classid = 'pg_class'::regclass THEN

@@ -2,22 +2,6 @@
 -- Curator's convention: __REVOKE__ in the holder's node), and hearing it
 -- (zk_lock_release_requested, zk_locks, zk_lock_holders, zklock.revocable).
 
--- The worker hears a request through its watch; wait for what it did.
-CREATE FUNCTION wait_until(query text) RETURNS boolean
-LANGUAGE plpgsql AS $$
-DECLARE
-  done boolean;
-BEGIN
-  FOR i IN 1..1000 LOOP
-    EXECUTE query INTO done;
-    IF done THEN
-      RETURN true;
-    END IF;
-    PERFORM pg_sleep(0.01);
-  END LOOP;
-  RETURN false;
-END $$;
-
 -- Nobody holds: nobody is asked.
 SELECT zk_lock_request_release('revoke-free');
 SELECT zk_lock_release_requested('revoke-free');

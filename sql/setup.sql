@@ -55,6 +55,23 @@ EXCEPTION WHEN OTHERS THEN
   RETURN SQLSTATE || ': ' || SQLERRM;
 END $$;
 
+-- Until query answers true (10 s at most): what the worker or another
+-- session does comes a moment later.
+CREATE FUNCTION wait_until(query text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+  done boolean;
+BEGIN
+  FOR i IN 1..1000 LOOP
+    EXECUTE query INTO done;
+    IF done THEN
+      RETURN true;
+    END IF;
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+  RETURN false;
+END $$;
+
 -- zk_locks without what varies from run to run.
 CREATE VIEW my_locks AS
   SELECT name, mode, scope, hold_count,

@@ -53,6 +53,7 @@ SELECT c.relname, a.privilege_type
 SELECT sqlstate_of('SELECT * FROM zk_lock_stats');
 SELECT sqlstate_of('SELECT * FROM zk_session_stats');
 SELECT zk_lock_acquire('after-update'), zk_lock_release('after-update');
+SELECT zk_barrier_enter('after-update', 1), zk_barrier_leave('after-update');
 DROP TABLE updated, fresh;
 DROP FUNCTION zklock_objects();
 

@@ -60,8 +60,10 @@
  * Nothing read is trusted: a published wait is used only if it is
  * well-formed and names a node of its member's own (by the key in the
  * node's name); a queue that cannot be read ends that path.  Only a reply
- * lost with the connection cuts a look short, and nothing a look does,
- * publishing included, raises an error other than the victim's 40P01.
+ * lost with the connection, or not given within zklock.connect_timeout of
+ * its request's sending (the bound of every round trip of a call), cuts a
+ * look short, and nothing a look does, publishing included, raises an error
+ * other than the victim's 40P01.
  *
  * Semaphores.  The head waiter of a semaphore (the others wait at its gate,
  * an exclusive lock, for it) waits for any one of the leases that hold to
@@ -211,10 +213,38 @@ entry_json(DeadlockWait *w)
 	return buf.data;
 }
 
+/*
+ * The deadline of a look's round trip begun at start: zklock.connect_timeout
+ * later, as for every round trip of a call, or the acquisition's deadline
+ * if that comes first.
+ */
+static int64
+round_trip_deadline(DeadlockWait *w, int64 start)
+{
+	int64		deadline = start + zklock_connect_timeout;
+
+	return w->deadline != 0 && w->deadline < deadline ? w->deadline : deadline;
+}
+
+/* A look cut short is tried again after another deadlock_timeout. */
+static void
+look_again_soon(DeadlockWait *w)
+{
+	w->retry_at = bridge_now_ms() + DeadlockTimeout;
+}
+
+/*
+ * Wait for a reply.  One that does not come in time cuts the look short, as
+ * a lost connection does.
+ */
 static bool
 await_reply(DeadlockWait *w, ZkRequest *req)
 {
-	return zk_session_await(req, w->deadline, ZK_LOOKING_FOR_DEADLOCK);
+	if (zk_session_await(req, round_trip_deadline(w, req->sent_at),
+						 ZK_LOOKING_FOR_DEADLOCK))
+		return true;
+	look_again_soon(w);
+	return false;
 }
 
 /* The LOG line of a request of a look that failed: one sentence per action. */
@@ -238,6 +268,9 @@ look_failed_message(ZkAction action, const char *path, int rc)
 		case ZK_ACTION_WRITE:
 			return errmsg("zklock: could not write \"%s\" while looking for a deadlock: %s",
 						  path, zerror(rc));
+		case ZK_ACTION_DELETE:
+			return errmsg("zklock: could not delete \"%s\" while looking for a deadlock: %s",
+						  path, zerror(rc));
 	}
 	return 0;
 }
@@ -252,7 +285,7 @@ static void
 look_cut_short(DeadlockWait *w, int rc, ZkAction action, const char *path)
 {
 	if (bridge_reply_lost(rc) || rc == ZSESSIONEXPIRED)
-		w->retry_at = bridge_now_ms() + DeadlockTimeout;
+		look_again_soon(w);
 	else
 		ereport(LOG, look_failed_message(action, path, rc));
 }
@@ -295,8 +328,11 @@ publish(DeadlockWait *w, const char *data)
 			break;
 		/* Its errors (an ACL, say) are this look's, not the wait's. */
 		rc = ZOK;
-		if (!zk_create_path(waits_dir(), w->deadline, &rc))
+		if (!zk_create_path(waits_dir(), round_trip_deadline(w, bridge_now_ms()), &rc))
+		{
+			look_again_soon(w);
 			return false;
+		}
 		if (rc != ZOK)
 			break;
 	}
@@ -1069,10 +1105,12 @@ deadlock_check(DeadlockWait *w)
 	 * that, four times, up to sixteen times: a member that looked before
 	 * another had published misses their cycle, and its victim may not be
 	 * poked (an ACL) or may have looked too early as well.  A look cut short
-	 * by a lost reply is tried again sooner.
+	 * by a lost or late reply is tried again sooner.  In 64 bits:
+	 * deadlock_timeout may be up to INT_MAX milliseconds.
 	 */
 	w->checked = true;
-	w->retry_at = bridge_now_ms() + DeadlockTimeout * (1 << Min(w->looks, 4));
+	w->retry_at = bridge_now_ms() +
+		((int64) DeadlockTimeout << Min(w->looks, 4));
 	w->looks++;
 	/* Withdrawn like a published wait from the first look on. */
 	if (w->entry == NULL && lock_node_session_key(w->node, key))

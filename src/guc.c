@@ -247,8 +247,8 @@ zklock_define_gucs(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("zklock.connect_timeout",
-							"How long to wait for a ZooKeeper server to accept a session.",
-							NULL,
+							"How long a zklock call waits for ZooKeeper: for a session, for a lost connection to come back, and for the answer to each request it sends.",
+							"Counted from each request's sending: a COMMIT that follows a release does not wait for its delete again.",
 							&zklock_connect_timeout,
 							5000, 100, INT_MAX,
 							PGC_USERSET,

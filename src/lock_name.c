@@ -88,16 +88,23 @@ name_from_utf8(char *utf8)
 void
 zklock_check_name(const char *name)
 {
+	zklock_check_name_of("lock", name);
+}
+
+/* The same for the name of what ("lock", "barrier", "gate"). */
+void
+zklock_check_name_of(const char *what, const char *name)
+{
 	size_t		len = strlen(name);
 
 	if (len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lock name must not be empty")));
+				 errmsg("%s name must not be empty", what)));
 	if (len > ZKLOCK_NAME_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lock name is too long"),
+				 errmsg("%s name is too long", what),
 				 errdetail("The name has %zu bytes; the limit is %d bytes.",
 						   len, ZKLOCK_NAME_MAX)));
 	if (name[0] != '/')
@@ -105,13 +112,13 @@ zklock_check_name(const char *name)
 	if (!zklock_valid_znode_path(name_to_utf8(name)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lock name \"%s\" is not a valid ZooKeeper path", name),
+				 errmsg("%s name \"%s\" is not a valid ZooKeeper path", what, name),
 				 errdetail("A lock name that begins with \"/\" is an absolute path: its components must be non-empty, not \".\" or \"..\", in UTF-8 without control characters nor others ZooKeeper refuses (U+007F to U+009F, U+D800 to U+F8FF, U+FFF0 and above), and it must not end with \"/\"."),
 				 errhint("Names without a leading \"/\" may contain any characters.")));
 	if (zklock_in_reserved_tree(name))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lock name \"%s\" is inside ZooKeeper's reserved /zookeeper tree", name)));
+				 errmsg("%s name \"%s\" is inside ZooKeeper's reserved /zookeeper tree", what, name)));
 }
 
 char *
@@ -177,6 +184,20 @@ check_path_access(const char *path)
 char *
 zklock_parent_path(const char *name)
 {
+	return zklock_place_path(name, NULL);
+}
+
+/*
+ * The same in a place of its own below zklock.root (place, NULL for locks):
+ * barriers' nodes are <zklock.root>/%barriers/<encoded name>, gates'
+ * <zklock.root>/%gates/<encoded name>.  Such a place is the encoding of no
+ * lock name (a '%' is always followed by two capital hex digits there), so
+ * it is never read as a lock, nor a lock as a barrier.  Absolute paths are
+ * the same for every recipe.
+ */
+char *
+zklock_place_path(const char *name, const char *place)
+{
 	char	   *encoded;
 	char	   *path;
 
@@ -187,7 +208,8 @@ zklock_parent_path(const char *name)
 		return path;
 	}
 	encoded = zklock_encode_name(name_to_utf8(name));
-	path = psprintf("%s/%s", zklock_root, encoded);
+	path = place ? psprintf("%s/%s/%s", zklock_root, place, encoded) :
+		psprintf("%s/%s", zklock_root, encoded);
 
 	pfree(encoded);
 	return path;

@@ -220,7 +220,8 @@ send_create(Attempt *a, bool whole_path)
 {
 	if (whole_path || !parent_known(a->parent))
 		a->path_creates = zk_send_path_creates(a->parent, whole_path);
-	a->create = bridge_create_held(a->prefix, a->data, a->tag);
+	a->create = bridge_create_held(a->prefix, a->data, a->tag,
+								   ZOO_EPHEMERAL_SEQUENTIAL);
 	a->children = bridge_get_children(a->parent);
 }
 
@@ -810,6 +811,7 @@ typedef struct PendingRelease
 {
 	dlist_node	node;
 	HeldWatch  *watch;
+	int64		sent_at;		/* its delete's sending */
 	char		name[ZKLOCK_NAME_MAX + 1];
 } PendingRelease;
 
@@ -836,6 +838,7 @@ lock_recipe_release(const char *node, const char *recheck_tag,
 												sizeof(PendingRelease));
 
 		pr->watch = watch;
+		pr->sent_at = bridge_now_ms();
 		strlcpy(pr->name, name, sizeof(pr->name));
 		dlist_push_tail(&pending_releases, &pr->node);
 		bridge_release_held(watch, node);
@@ -849,15 +852,21 @@ lock_recipe_release(const char *node, const char *recheck_tag,
 		bridge_delete_sibling_tagged(node, recheck_tag);
 }
 
-static bool
-verdicts_pending(void)
+/* The sending of the latest release whose verdict is still to come; 0: none. */
+static int64
+verdicts_pending_since(void)
 {
 	dlist_iter	it;
+	int64		since = 0;
 
 	dlist_foreach(it, &pending_releases)
-		if (bridge_release_verdict(dlist_container(PendingRelease, node, it.cur)->watch) == RELEASE_PENDING)
-		return true;
-	return false;
+	{
+		PendingRelease *pr = dlist_container(PendingRelease, node, it.cur);
+
+		if (bridge_release_verdict(pr->watch) == RELEASE_PENDING)
+			since = Max(since, pr->sent_at);
+	}
+	return since;
 }
 
 /*
@@ -904,6 +913,13 @@ settle_releases(bool report)
 }
 
 /*
+ * The latest sending of a delete whose wait a cancel or termination gave
+ * up: neither that wait nor a later one (the rollback's, the next
+ * transaction's) waits for it or those sent before it any more.
+ */
+static int64 deletes_given_up = 0;
+
+/*
  * Wait until ZooKeeper has applied every delete we sent, so that a lock this
  * backend released is free for every other session by the time the release
  * (or COMMIT, or a timed-out acquire) returns, as with pg_advisory_lock; and
@@ -911,6 +927,9 @@ settle_releases(bool report)
  * Returns how many released locks it did not prove held until their release
  * (reported when report is true; see settle_releases).
  *
+ * Every bound counts from the sending of what is waited for, as for every
+ * round trip of a call (docs/reference.md): a COMMIT that follows a release
+ * whose delete was not answered in time does not wait for it again.
  * Deletes: stops early when the session is not connected (they are retried
  * after reconnecting, or go with the session); bounded by connect_timeout.
  * Verdicts: waits while the session may still answer, bounded by
@@ -918,37 +937,47 @@ settle_releases(bool report)
  * timeout, after which a verdict could only be that the session is lost.  A
  * verdict not read by then proves nothing: the release is reported as such,
  * the safe side; the delete itself still goes out after a reconnect.
- * interruptible is false in transaction callbacks, where a wait must not
- * serve interrupts or raise anything; there the deletes' bound is also at
- * most the session timeout, which only a superuser sets, because the backend
- * cannot be cancelled while it waits there.
+ * A cancel or termination gives up the wait for the deletes sent so far
+ * (deletes_given_up); they still go out.  interruptible is false in
+ * transaction callbacks, where a wait must not serve interrupts or raise
+ * anything: the cancel ends the wait there without an error (it is served
+ * once the callbacks are done, or ignored by an idle backend), and the
+ * deletes' bound is also at most the session timeout, which only a
+ * superuser sets.
  */
 int
 lock_recipe_await_releases(bool interruptible, bool report)
 {
 	int			bounded_ms = Min(zklock_connect_timeout, zklock_session_timeout);
 	int			limit_ms = interruptible ? zklock_connect_timeout : bounded_ms;
-	int			verdict_ms = report ? bounded_ms : 0;
-	int64		start = bridge_now_ms();
 
 	for (;;)
 	{
 		ZkSessionStatus status = zk_session_status();
-		int64		now = bridge_now_ms();
-		int64		left = -1;
+		int64		deletes_at;
+		int64		verdicts_at;
+		int64		until = 0;
+		int64		now;
 
-		if (bridge_deletes_pending() && status == ZK_SESSION_CONNECTED &&
-			now < start + limit_ms)
-			left = start + limit_ms - now;
-		if (verdicts_pending() && status != ZK_SESSION_LOST &&
-			status != ZK_SESSION_NONE && now < start + verdict_ms)
-			left = Max(left, start + verdict_ms - now);
-		if (left <= 0)
+		if (bridge_deletes_pending(&deletes_at) && deletes_at > deletes_given_up &&
+			status == ZK_SESSION_CONNECTED)
+			until = deletes_at + limit_ms;
+		if (report && status != ZK_SESSION_LOST && status != ZK_SESSION_NONE &&
+			(verdicts_at = verdicts_pending_since()) != 0)
+			until = Max(until, verdicts_at + bounded_ms);
+		now = bridge_now_ms();
+		if (until <= now)
 			break;
+		if (QueryCancelPending || ProcDiePending)
+		{
+			deletes_given_up = deletes_at;
+			if (!interruptible)
+				break;
+		}
 		if (interruptible)
-			bridge_wait(left);
+			bridge_wait(until - now);
 		else
-			bridge_wait_quietly(left);
+			bridge_wait_quietly(until - now);
 	}
 	return settle_releases(report);
 }

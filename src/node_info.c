@@ -66,9 +66,9 @@ node_info_append_owner(StringInfo buf)
 	escape_json(buf, application_name ? application_name : "");
 }
 
-/* The document stored in a lock node, so that anyone can see who holds. */
-char *
-node_info_json(const char *mode, int permits)
+/* The owner, the time, mode, and a count (count_name) if there is one. */
+static char *
+info_json(const char *mode, const char *count_name, int count)
 {
 	StringInfoData buf;
 
@@ -78,10 +78,28 @@ node_info_json(const char *mode, int permits)
 	appendStringInfoString(&buf, ",\"requested_at\":");
 	escape_json(&buf, timestamptz_to_str(GetCurrentTimestamp()));
 	appendStringInfo(&buf, ",\"mode\":\"%s\"", mode);
-	if (permits > 0)
-		appendStringInfo(&buf, ",\"permits\":%d", permits);
+	if (count > 0)
+		appendStringInfo(&buf, ",\"%s\":%d", count_name, count);
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
+}
+
+/* The document stored in a lock node, so that anyone can see who holds. */
+char *
+node_info_json(const char *mode, int permits)
+{
+	return info_json(mode, "permits", permits);
+}
+
+/*
+ * The document of a barrier's member node (mode "barrier", with the parties
+ * it entered for) or a gate's node (mode "gate", parties 0): who entered,
+ * who closed it.
+ */
+char *
+node_info_barrier_json(const char *mode, int parties)
+{
+	return info_json(mode, "parties", parties);
 }
 
 /* ---- reading ---- */
@@ -120,6 +138,7 @@ static const FieldSpec fields[] = {
 	TEXT_FIELD(lock),
 	TEXT_FIELD(node),
 	NUM_FIELD(czxid, FIELD_INT64),
+	NUM_FIELD(parties, FIELD_INT32),
 };
 
 typedef struct InfoParse

@@ -32,10 +32,14 @@ typedef struct NodeInfo
 	char	   *node;
 	int64		czxid;
 	bool		has_czxid;
+	/* In a barrier member's node: the parties it entered for. */
+	int32		parties;
+	bool		has_parties;
 } NodeInfo;
 
 extern void node_info_append_owner(StringInfo buf);
 extern char *node_info_json(const char *mode, int permits);
+extern char *node_info_barrier_json(const char *mode, int parties);
 extern bool node_info_parse(const char *data, int len, NodeInfo *info);
 extern char *node_info_owner(const NodeInfo *info);
 

@@ -302,33 +302,50 @@ client_portal(void)
 		strcmp(portal->sourceText, debug_query_string) == 0;
 }
 
+/* Whether a statement that begins executing is the client's. */
+typedef enum ClientStatement
+{
+	NOT_CLIENTS,
+	CLIENTS,
+	UNATTACHED					/* not asked: the backend has not used zklock */
+} ClientStatement;
+
 /*
  * A statement of the client's begins executing: none of ours executes, and
  * it runs in the client's portal.  Statements that a commit's deferred
  * triggers run have no such portal, nor have those run at plan time.  It
  * ends the quiet section begun when the client's previous statement ended,
- * and raises a request heard meanwhile.
+ * and raises a request heard meanwhile.  Not asked in a backend that has
+ * not used zklock, which holds nothing to be asked for: it compares no query
+ * texts for the statements it runs.
  */
-static bool
+static ClientStatement
 client_statement_begins(void)
 {
-	if (executing > 0 || !client_portal())
-		return false;
+	if (executing > 0)
+		return NOT_CLIENTS;
+	if (!bridge_attached())
+		return UNATTACHED;
+	if (!client_portal())
+		return NOT_CLIENTS;
 	revocation_quiet(false);
 	check_at_statement_start();
-	return true;
+	return CLIENTS;
 }
 
 /*
  * It ended (or failed): outside a transaction block the commit follows at
  * once, with no statement of its own, so it is quiet from here; in a block
  * the backend is idle or begins the next statement.  Quiet ends with the
- * transaction, or when the next statement of the client's begins.
+ * transaction, or when the next statement of the client's begins.  One
+ * that began before the backend used zklock is asked about now.
  */
 static void
-client_statement_ends(void)
+client_statement_ends(ClientStatement client)
 {
-	if (zklock_revocable || revocable_published)
+	if ((zklock_revocable || revocable_published) &&
+		(client == CLIENTS ||
+		 (client == UNATTACHED && bridge_attached() && client_portal())))
 		revocation_quiet(true);
 }
 
@@ -336,7 +353,7 @@ static void
 revocation_executor_run(ZKLOCK_EXECUTOR_RUN_PARAMS)
 {
 	ErrorContextCallback callback;
-	bool		client = client_statement_begins();
+	ClientStatement client = client_statement_begins();
 
 	PG_TRY();
 	{
@@ -349,8 +366,7 @@ revocation_executor_run(ZKLOCK_EXECUTOR_RUN_PARAMS)
 	PG_FINALLY();
 	{
 		executing_end(&callback);
-		if (client)
-			client_statement_ends();
+		client_statement_ends(client);
 	}
 	PG_END_TRY();
 }
@@ -364,9 +380,9 @@ revocation_process_utility(ZKLOCK_PROCESS_UTILITY_PARAMS)
 {
 	ErrorContextCallback callback;
 	bool		interruptible = !IsA(pstmt->utilityStmt, TransactionStmt);
-	bool		client = interruptible && client_statement_begins();
+	ClientStatement client = interruptible ? client_statement_begins() : NOT_CLIENTS;
 
-	if (interruptible && !client)
+	if (interruptible && client != CLIENTS)
 		check_at_statement_start();
 	else if (!interruptible)
 	{
@@ -389,8 +405,7 @@ revocation_process_utility(ZKLOCK_PROCESS_UTILITY_PARAMS)
 	{
 		if (interruptible)
 			executing_end(&callback);
-		if (client)
-			client_statement_ends();
+		client_statement_ends(client);
 	}
 	PG_END_TRY();
 }

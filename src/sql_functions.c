@@ -61,8 +61,8 @@ zklock_name_arg(FunctionCallInfo fcinfo, int argno)
 }
 
 /* The timeout_ms argument: NULL waits without limit (-1). */
-static int
-timeout_arg(FunctionCallInfo fcinfo, int argno)
+int
+zklock_timeout_arg(FunctionCallInfo fcinfo, int argno)
 {
 	int32		timeout_ms;
 
@@ -206,7 +206,7 @@ fn(PG_FUNCTION_ARGS) \
 	char	   *name = zklock_name_arg(fcinfo, 0); \
 \
 	PG_RETURN_BOOL(acquire(name, mode, 0, scope, \
-						   (waits) ? timeout_arg(fcinfo, 1) : 0)); \
+						   (waits) ? zklock_timeout_arg(fcinfo, 1) : 0)); \
 }
 
 LOCK_ACQUIRE_FUNCTION(zk_lock_acquire, LOCK_MODE_EXCLUSIVE, LOCK_SCOPE_SESSION, true)
@@ -234,34 +234,45 @@ zk_semaphore_acquire(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("permits must be at least 1")));
 	PG_RETURN_BOOL(acquire(name, LOCK_MODE_SEMAPHORE, permits,
-						   LOCK_SCOPE_SESSION, timeout_arg(fcinfo, 2)));
+						   LOCK_SCOPE_SESSION, zklock_timeout_arg(fcinfo, 2)));
 }
 
 /* Give up one session hold of name in mode; false with a WARNING if none. */
 static bool
 release(const char *name, LockMode mode)
 {
-	LockEntry  *entry;
-	bool		released;
-	bool		proven = false;
+	LockEntry  *volatile entry = NULL;
+	volatile bool lost = false;
+	volatile bool released = false;
+	volatile bool proven = false;
 
 	/*
 	 * A release request heard from now on is not the release's business;
-	 * one in a commit's deferred trigger leaves the commit quiet.
+	 * one in a commit's deferred trigger leaves the commit quiet.  However
+	 * the release ends: a cancel of its wait, caught by a PL/pgSQL block,
+	 * leaves the rest of the transaction interruptible.
 	 */
 	bool		was_quiet = revocation_quiet(true);
 
-	/* A lost lock is not held; its WARNING says so already. */
-	if (lost_locks_forget(name, mode))
+	PG_TRY();
+	{
+		/* A lost lock is not held; its WARNING says so already. */
+		lost = lost_locks_forget(name, mode);
+		if (!lost)
+		{
+			entry = lock_table_find(name, mode);
+			released = entry != NULL && lock_table_release_session(entry);
+			if (released)
+				proven = lock_recipe_await_releases(true, true) == 0;
+		}
+	}
+	PG_FINALLY();
 	{
 		revocation_quiet(was_quiet);
-		return false;
 	}
-	entry = lock_table_find(name, mode);
-	released = entry != NULL && lock_table_release_session(entry);
-	if (released)
-		proven = lock_recipe_await_releases(true, true) == 0;
-	revocation_quiet(was_quiet);
+	PG_END_TRY();
+	if (lost)
+		return false;
 	if (released)
 		return proven;
 	ereport(WARNING,
@@ -301,13 +312,20 @@ zk_semaphore_release(PG_FUNCTION_ARGS)
 int
 zklock_release_all_session_locks(void)
 {
-	int			released;
+	volatile int released = 0;
 	bool		was_quiet = revocation_quiet(true);
 
-	lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
-	released = lock_table_release_all_session(false);
-	lock_recipe_await_releases(true, true);
-	revocation_quiet(was_quiet);
+	PG_TRY();
+	{
+		lost_locks_forget(NULL, LOCK_MODE_EXCLUSIVE);
+		released = lock_table_release_all_session(false);
+		lock_recipe_await_releases(true, true);
+	}
+	PG_FINALLY();
+	{
+		revocation_quiet(was_quiet);
+	}
+	PG_END_TRY();
 	return released;
 }
 

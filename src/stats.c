@@ -1,8 +1,9 @@
 /*
  * stats.c
  *	  Server-wide statistics, as pg_stat_statements keeps them: per lock name
- *	  (zk_lock_stats) and for the server's ZooKeeper session and the requests
- *	  of all backends (zk_session_stats), in shared memory.
+ *	  (zk_lock_stats), for the server's ZooKeeper session and the requests
+ *	  of all backends (zk_session_stats), and for the waits at barriers and
+ *	  gates by kind (zk_barrier_stats), in shared memory.
  *
  * Set up under shared_preload_libraries, like all of zklock; loaded
  * otherwise, the views raise the same error as every function.  At most
@@ -44,6 +45,7 @@ PG_FUNCTION_INFO_V1(zk_lock_stats);
 PG_FUNCTION_INFO_V1(zk_lock_stats_reset);
 PG_FUNCTION_INFO_V1(zk_session_stats);
 PG_FUNCTION_INFO_V1(zk_session_stats_1_5);
+PG_FUNCTION_INFO_V1(zk_barrier_stats);
 
 
 typedef enum SessionCounter
@@ -73,11 +75,23 @@ typedef struct LockStats
 	int64		uses;			/* for eviction */
 } LockStats;
 
+/* One kind of wait at barriers or gates. */
+typedef struct BarrierStats
+{
+	int64		passed;			/* the gate was open, all had entered or left */
+	int64		timeouts;
+	int64		cancels;		/* ended by a cancel, an error or an exit */
+	double		total_wait_ms;
+	double		max_wait_ms;
+	int32		waiting;		/* now, on this server */
+} BarrierStats;
+
 typedef struct StatsShared
 {
 	LWLock	   *lock;
 	TimestampTz reset_at;
 	pg_atomic_uint64 counters[NSESSION_COUNTERS];
+	BarrierStats barriers[STATS_BARRIER_KINDS]; /* under lock */
 } StatsShared;
 
 static StatsShared *shared = NULL;
@@ -93,6 +107,10 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
  */
 static char waiting_for[ZKLOCK_NAME_MAX + 1];
 static TimestampTz wait_started;
+
+/* The same for a wait at a barrier or a gate (-1: none). */
+static int	barrier_waiting = -1;
+static TimestampTz barrier_wait_started;
 
 static Size
 stats_size(void)
@@ -127,6 +145,7 @@ stats_shmem_startup(void)
 		shared->reset_at = GetCurrentTimestamp();
 		for (int i = 0; i < NSESSION_COUNTERS; i++)
 			pg_atomic_init_u64(&shared->counters[i], 0);
+		memset(shared->barriers, 0, sizeof(shared->barriers));
 	}
 	ctl.keysize = ZKLOCK_NAME_MAX + 1;
 	ctl.entrysize = sizeof(LockStats);
@@ -144,6 +163,7 @@ void
 stats_backend_exit(void)
 {
 	stats_wait_end(STATS_CANCELLED);
+	stats_barrier_wait_end(STATS_CANCELLED);
 	stats_flush();
 
 	/*
@@ -267,6 +287,64 @@ stats_wait_end(StatsOutcome outcome)
 				break;
 		}
 	}
+	LWLockRelease(shared->lock);
+}
+
+static void
+barrier_wait_at_exit(int code, Datum arg)
+{
+	stats_barrier_wait_end(STATS_CANCELLED);
+}
+
+/*
+ * A wait at a barrier or gate begins.  A FATAL (termination, the client
+ * gone) skips the caller's PG_CATCH: the wait then ends at exit.
+ */
+void
+stats_barrier_wait_begin(StatsBarrierKind kind)
+{
+	static bool registered = false;
+
+	if (shared == NULL)
+		return;
+	if (!registered)
+	{
+		before_shmem_exit(barrier_wait_at_exit, (Datum) 0);
+		registered = true;
+	}
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	shared->barriers[kind].waiting++;
+	LWLockRelease(shared->lock);
+	barrier_waiting = kind;
+	barrier_wait_started = GetCurrentTimestamp();
+}
+
+/*
+ * The wait in progress ends (STATS_TRY_FAILED is not one of its ends);
+ * nothing if none is.  Never raises: called in PG_CATCH and at exit.
+ */
+void
+stats_barrier_wait_end(StatsOutcome outcome)
+{
+	double		waited_ms;
+	BarrierStats *b;
+
+	if (shared == NULL || barrier_waiting < 0)
+		return;
+	waited_ms = (GetCurrentTimestamp() - barrier_wait_started) / 1000.0;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	b = &shared->barriers[barrier_waiting];
+	barrier_waiting = -1;
+	if (b->waiting > 0)
+		b->waiting--;
+	b->total_wait_ms += waited_ms;
+	b->max_wait_ms = Max(b->max_wait_ms, waited_ms);
+	if (outcome == STATS_GRANTED)
+		b->passed++;
+	else if (outcome == STATS_TIMED_OUT)
+		b->timeouts++;
+	else
+		b->cancels++;
 	LWLockRelease(shared->lock);
 }
 
@@ -423,9 +501,51 @@ zk_lock_stats_reset(PG_FUNCTION_ARGS)
 	}
 	for (int i = 0; i < NSESSION_COUNTERS; i++)
 		pg_atomic_write_u64(&shared->counters[i], 0);
+	for (int i = 0; i < STATS_BARRIER_KINDS; i++)
+	{
+		int32		waiting = shared->barriers[i].waiting;
+
+		memset(&shared->barriers[i], 0, sizeof(BarrierStats));
+		shared->barriers[i].waiting = waiting;
+	}
 	shared->reset_at = GetCurrentTimestamp();
 	LWLockRelease(shared->lock);
 	PG_RETURN_VOID();
+}
+
+#define ZK_BARRIER_STATS_COLS 7
+
+/* zk_barrier_stats: one row per kind of wait. */
+Datum
+zk_barrier_stats(PG_FUNCTION_ARGS)
+{
+	static const char *const kinds[] = {
+		[STATS_GATE] = "gate",
+		[STATS_ENTER] = "enter",
+		[STATS_LEAVE] = "leave",
+	};
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	require_shared();
+	InitMaterializedSRF(fcinfo, 0);
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (int i = 0; i < STATS_BARRIER_KINDS; i++)
+	{
+		BarrierStats *b = &shared->barriers[i];
+		Datum		values[ZK_BARRIER_STATS_COLS];
+		bool		nulls[ZK_BARRIER_STATS_COLS] = {0};
+
+		values[0] = CStringGetTextDatum(kinds[i]);
+		values[1] = Int64GetDatum(b->passed);
+		values[2] = Int64GetDatum(b->timeouts);
+		values[3] = Int64GetDatum(b->cancels);
+		values[4] = Float8GetDatum(b->total_wait_ms);
+		values[5] = Float8GetDatum(b->max_wait_ms);
+		values[6] = Int32GetDatum(b->waiting);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	LWLockRelease(shared->lock);
+	return (Datum) 0;
 }
 
 /*

@@ -13,8 +13,18 @@ typedef enum StatsOutcome
 	STATS_CANCELLED
 } StatsOutcome;
 
+/* Waits at barriers and gates, counted server-wide by kind. */
+typedef enum StatsBarrierKind
+{
+	STATS_GATE,					/* zk_gate_wait */
+	STATS_ENTER,				/* zk_barrier_enter */
+	STATS_LEAVE,				/* zk_barrier_leave */
+	STATS_BARRIER_KINDS
+} StatsBarrierKind;
 
 extern void stats_init(void);
+extern void stats_barrier_wait_begin(StatsBarrierKind kind);
+extern void stats_barrier_wait_end(StatsOutcome outcome);
 extern void stats_wait_begin(const char *name);
 extern void stats_wait_end(StatsOutcome outcome);
 extern void stats_hold_ended(const char *name, bool lost);

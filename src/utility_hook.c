@@ -8,13 +8,16 @@
  * starts with a clean session: a lock the first client left held must not
  * pass to the next one, and must be free for every other node at once.
  * Of the DISCARD variants only ALL releases advisory locks (PLANS, SEQUENCES
- * and TEMP do not), so only ALL releases zklock's.
+ * and TEMP do not), so only ALL releases zklock's.  It also ends the
+ * session's barrier memberships (their nodes deleted without waiting);
+ * gates are nobody's and stay as they are.
  */
 #include "postgres.h"
 
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
 
+#include "barrier.h"
 #include "compat.h"
 #include "lost_locks.h"
 #include "sql_functions.h"
@@ -41,6 +44,7 @@ zklock_process_utility(ZKLOCK_PROCESS_UTILITY_PARAMS)
 	 */
 	if (discard_all && bridge_attached())
 	{
+		barrier_discard_all();
 		zklock_release_all_session_locks();
 
 		/*

@@ -37,6 +37,7 @@ typedef struct WorkerWatch
 	uint32		incarnation;
 	WatchKind	kind;
 	int			type;			/* ZWATCHTYPE_DATA or _CHILD */
+	bool		exists;			/* DATA: set by an exists, not a get */
 	dsa_pointer held;			/* WATCH_HELD: the backend's SharedHeld */
 	bool		armed;			/* the server has it */
 	bool		arming;			/* its request is on its way */
@@ -158,6 +159,7 @@ extern void worker_drop_deferred(void);
 extern void worker_drain_queue(void);
 extern void worker_issue_backlog(void);
 extern void worker_send_proof_request(void);
+extern void worker_proof_connection(int64 connect_sent_after, int timeout_ms);
 
 /* the watches */
 extern void worker_watch_free(WorkerWatch *ww);

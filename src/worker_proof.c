@@ -113,16 +113,6 @@ heard_for_write(int64 w)
 	return Max(before->sent_at, connect_sent);
 }
 
-static void
-publish(int64 proven_until)
-{
-	int64		provable = 0;
-
-	if (connection_timeout > 0)
-		provable = heard_for_write(INT64_MAX) + connection_timeout;
-	proof_publish(proven_until, provable);
-}
-
 /*
  * A new connection of the open session, whose connect request was sent
  * after connect_sent_after (0: the session is not connected), with the
@@ -136,7 +126,6 @@ proof_connection(int64 connect_sent_after, int timeout_ms)
 	connection_timeout = connect_sent_after > 0 ? timeout_ms : 0;
 	connect_sent = connection_timeout > 0 ? connect_sent_after : 0;
 	last_leader_send = connect_sent;
-	publish(0);
 }
 
 /* Whether the server itself answered: it still held the session then. */
@@ -165,9 +154,10 @@ leader_answered(ProofOp op, int rc)
  * The server answered, with rc, a request of the open session sent at
  * sent_at on the current connection, and the worker read it at now.  A
  * write's answer proves the session alive until the touch heard before
- * it plus the timeout.
+ * it plus the timeout: returns that time (0: nothing proven), for the
+ * caller to publish with proof_provable().
  */
-void
+int64
 proof_answered(int64 sent_at, ProofOp op, int rc, int64 now)
 {
 	int64		proven_until = 0;
@@ -176,7 +166,7 @@ proof_answered(int64 sent_at, ProofOp op, int rc, int64 now)
 	Step		next;
 
 	if (connection_timeout == 0 || !server_answered(rc))
-		return;
+		return 0;
 	from_leader = leader_answered(op, rc);
 	if (from_leader && op == PROOF_OP_WRITE)
 	{
@@ -196,11 +186,7 @@ proof_answered(int64 sent_at, ProofOp op, int rc, int64 now)
 		next.leader_sent_at = Max(next.leader_sent_at, sent_at);
 	if (last != NULL && next.sent_at == last->sent_at &&
 		next.leader_sent_at == last->leader_sent_at)
-	{
-		if (proven_until > 0)
-			publish(proven_until);
-		return;
-	}
+		return proven_until;
 	if (nsteps >= 2 &&
 		now - step_at(nsteps - 2)->answered_at <
 		PROOF_PING_BOUND(connection_timeout) / STEP_GAP_DIV)
@@ -215,10 +201,10 @@ proof_answered(int64 sent_at, ProofOp op, int rc, int64 now)
 		*step_at(nsteps) = next;
 		nsteps++;
 	}
-	publish(proven_until);
+	return proven_until;
 }
 
-/* What a write sent now would prove, as proof_publish was last told. */
+/* What a write sent now would prove; 0: nothing. */
 int64
 proof_provable(void)
 {

@@ -43,7 +43,7 @@ typedef enum ProofOp
 
 /* The worker's side: what it sends and hears on its connection. */
 extern void proof_connection(int64_t connect_sent_after, int timeout_ms);
-extern void proof_answered(int64_t sent_at, ProofOp op, int rc, int64_t now);
+extern int64_t proof_answered(int64_t sent_at, ProofOp op, int rc, int64_t now);
 extern int64_t proof_provable(void);
 
 /* What the worker sends of its own, to keep a proof at hand. */
@@ -57,9 +57,6 @@ typedef enum ProofSend
 extern ProofSend proof_next_send(int64_t now, long *in_ms);
 extern void proof_sent(ProofSend what, int64_t now);
 extern void proof_sync_settled(void);
-
-/* Supplied by the caller: raise proven_until, set provable (0: none). */
-extern void proof_publish(int64_t proven_until, int64_t provable);
 
 /* The guard's side: one COMMIT's wait for a proof. */
 typedef struct ProofGuard

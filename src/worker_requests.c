@@ -102,6 +102,7 @@ static Call *worker_call_new(CallKind kind);
 static bool worker_still_current(Call *call);
 static bool worker_nothing_left(int rc);
 static void worker_heard(Call *call, int rc, ProofOp op);
+static void publish_proof(int64 proven_until);
 static void worker_reply(Call *call, SharedRequest *sr, int rc);
 static void worker_issue_call(Call *call, SharedRequest *sr);
 static bool worker_defer(DeferKind kind, Call *call, WorkerWatch *ww);
@@ -162,6 +163,7 @@ proof_op(ZkRequestKind kind)
 		case ZKREQ_CREATE:
 		case ZKREQ_SET:
 		case ZKREQ_DELETE:
+		case ZKREQ_DELETE_SHARED:
 			return PROOF_OP_WRITE;
 		case ZKREQ_SYNC:
 			return PROOF_OP_SYNC;
@@ -178,18 +180,31 @@ static void
 worker_heard(Call *call, int rc, ProofOp op)
 {
 	if (call->epoch == worker_generation)
-		proof_answered(call->sent_at, op, rc, bridge_now_ms());
+		publish_proof(proof_answered(call->sent_at, op, rc, bridge_now_ms()));
 }
 
-/* worker_proof.c's proof, for the commit guards (bridge_proven_until). */
-void
-proof_publish(int64 proven_until, int64 provable)
+/* worker_proof.c's proof, for the commit guards (bridge_proof). */
+static void
+publish_proof(int64 proven_until)
 {
+	int64		provable = proof_provable();
+
 	SpinLockAcquire(&zk_shared->mutex);
 	if (proven_until > zk_shared->proven_until)
 		zk_shared->proven_until = proven_until;
 	zk_shared->provable = provable;
 	SpinLockRelease(&zk_shared->mutex);
+}
+
+/*
+ * A new connection of the open session, or none (0): what was heard on the
+ * last one proves nothing more (worker_proof.c).
+ */
+void
+worker_proof_connection(int64 connect_sent_after, int timeout_ms)
+{
+	proof_connection(connect_sent_after, timeout_ms);
+	publish_proof(0);
 }
 
 /* A reply after which there is nothing left to clean up or to report. */
@@ -248,7 +263,8 @@ worker_complete(Call *call, SharedRequest *sr, int rc)
 			pfree(parent);
 		}
 	}
-	else if (sr->kind == ZKREQ_WATCH && call->watch != NULL)
+	else if ((sr->kind == ZKREQ_WATCH || sr->kind == ZKREQ_EXISTS_WATCH) &&
+			 call->watch != NULL)
 		call->watch->removing = true;
 	if (sr->counted)
 		worker_uncount(sr->slot, sr->incarnation, false);
@@ -301,8 +317,12 @@ create_done(int rc, const char *value, const struct Stat *stat, const void *data
 
 	if (rc == ZOK)
 	{
-		/* Ephemeral nodes are the backend's; parents are everybody's. */
-		if (sr->arg != ZOO_CONTAINER && worker_still_current(call))
+		/*
+		 * Ephemeral nodes are the backend's; parents, a barrier's ready and
+		 * a gate are everybody's.
+		 */
+		if ((sr->arg == ZOO_EPHEMERAL || sr->arg == ZOO_EPHEMERAL_SEQUENTIAL) &&
+			worker_still_current(call))
 			worker_own(sr->slot, sr->incarnation, value);
 		/* A lock's node is watched from now on (bridge_create_held). */
 		if (DsaPointerIsValid(sr->held) && worker_still_current(call))
@@ -376,6 +396,14 @@ stat_done(int rc, const struct Stat *stat, const void *data)
 	if (rc == ZOK && stat != NULL)
 		take_stat(sr, stat);
 	worker_reply(call, sr, rc);
+}
+
+static void
+shared_delete_done(int rc, const void *data)
+{
+	Call	   *call = (Call *) data;
+
+	worker_reply(call, dsa_get_address(zk_area, call->req), rc);
 }
 
 static void
@@ -487,14 +515,31 @@ issue_call_now(Call *call, SharedRequest *sr)
 			if (rc != ZOK)
 				stat_done(rc, NULL, call);
 			break;
+		case ZKREQ_DELETE_SHARED:
+			/* A backend's lock node is its own: never deleted this way. */
+			if (strncmp(strrchr(path, '/') + 1, "_c_", 3) == 0 &&
+				lock_node_sequence(strrchr(path, '/') + 1) >= 0)
+			{
+				worker_reply(call, sr, ZBADARGUMENTS);
+				break;
+			}
+			rc = zoo_adelete(worker_zh, path, sr->arg, shared_delete_done, call);
+			if (rc != ZOK)
+				shared_delete_done(rc, call);
+			break;
 		case ZKREQ_WATCH:
 		case ZKREQ_POKE_WATCH:
-			/* Not deferred: issue_call decided that already. */
-			worker_arm_watch_now(worker_watch_new(sr->slot, sr->incarnation,
-												  sr->kind == ZKREQ_WATCH ? WATCH_WAITER : WATCH_POKE,
-												  sr->kind == ZKREQ_WATCH ? sr->arg : ZWATCHTYPE_DATA,
-												  path, InvalidDsaPointer),
-					  call);
+		case ZKREQ_EXISTS_WATCH:
+			{
+				WorkerWatch *ww = worker_watch_new(sr->slot, sr->incarnation,
+												   sr->kind == ZKREQ_POKE_WATCH ? WATCH_POKE : WATCH_WAITER,
+												   sr->kind == ZKREQ_POKE_WATCH ? ZWATCHTYPE_DATA : sr->arg,
+												   path, InvalidDsaPointer);
+
+				ww->exists = sr->kind == ZKREQ_EXISTS_WATCH;
+				/* Not deferred: issue_call decided that already. */
+				worker_arm_watch_now(ww, call);
+			}
 			break;
 		default:
 			elog(ERROR, "zklock: request kind %d is not a reply's", (int) sr->kind);
@@ -642,11 +687,17 @@ names_owner(SharedRequest *sr, const char *path)
 	const char *name = strrchr(path, '/');
 	bool		ok;
 
-	if (name == NULL || strncmp(name + 1, "_c_", 3) != 0)
+	if (name == NULL)
+		return false;
+	name++;
+	/* A lock node: "_c_<tag>-..."; a barrier member: "<tag>". */
+	if (strncmp(name, "_c_", 3) == 0)
+		name += 3;
+	else if (strlen(name) != ZK_TAG_LEN)
 		return false;
 	SpinLockAcquire(&zk_shared->mutex);
 	ok = worker_shared_slot(sr->slot)->incarnation == sr->incarnation &&
-		strncmp(name + 4, worker_shared_slot(sr->slot)->owner, ZK_OWNER_BACKEND_LEN) == 0;
+		strncmp(name, worker_shared_slot(sr->slot)->owner, ZK_OWNER_BACKEND_LEN) == 0;
 	SpinLockRelease(&zk_shared->mutex);
 	return ok;
 }
@@ -1059,7 +1110,11 @@ watcher(zhandle_t *handle, int type, int state, const char *path, void *ctx)
 		SpinLockAcquire(&zk_shared->mutex);
 		latch = worker_slot_latch(ww->slot, ww->incarnation);
 		if (latch != NULL && ww->kind == WATCH_WAITER)
+		{
 			worker_shared_slot(ww->slot)->watch_events++;
+			if (ww->exists)
+				worker_shared_slot(ww->slot)->exists_events++;
+		}
 		/* A poke rewrites the entry; its deletion by its owner is none. */
 		else if (latch != NULL && type == ZOO_CHANGED_EVENT)
 			worker_shared_slot(ww->slot)->poked = true;
@@ -1133,8 +1188,11 @@ worker_watch_armed(int rc, WorkerWatch *ww, Call *call)
 	bool		again = bridge_reply_lost(rc) && ww->kind == WATCH_HELD &&
 		watch_wanted(ww) && worker_still_current(call);
 
+	/* An exists watch is set on a missing node too. */
+	bool		set = rc == ZOK || (ww->exists && rc == ZNONODE);
+
 	ww->arming = false;
-	if (rc == ZOK)
+	if (set)
 		ww->armed = true;
 	else if (ww->kind == WATCH_HELD && rc == ZNONODE)
 		held_gone(ww);
@@ -1147,7 +1205,7 @@ worker_watch_armed(int rc, WorkerWatch *ww, Call *call)
 	if (again)
 		worker_arm_watch(ww, NULL);
 	/* Not set: the client keeps no watcher for a failed get. */
-	else if (rc != ZOK)
+	else if (!set)
 		worker_watch_free(ww);
 	else if (ww->removing)
 		worker_unwatch(ww);
@@ -1162,6 +1220,19 @@ data_watch_done(int rc, const char *value, int value_len,
 	if (rc == ZOK && call->watch->kind == WATCH_HELD &&
 		lock_node_revoke_message(value, value_len))
 		release_requested(call->watch, stat->version);
+	if (rc == ZOK && DsaPointerIsValid(call->req))
+		take_stat(dsa_get_address(zk_area, call->req), stat);
+	worker_watch_armed(rc, call->watch, call);
+	worker_call_free(call);
+}
+
+static void
+exists_watch_done(int rc, const struct Stat *stat, const void *data)
+{
+	Call	   *call = (Call *) data;
+
+	if (rc == ZOK && DsaPointerIsValid(call->req))
+		take_stat(dsa_get_address(zk_area, call->req), stat);
 	worker_watch_armed(rc, call->watch, call);
 	worker_call_free(call);
 }
@@ -1193,6 +1264,8 @@ worker_arm_watch_now(WorkerWatch *ww, Call *answer)
 	ww->arming = true;
 	if (ww->type == ZWATCHTYPE_CHILD)
 		rc = zoo_awget_children(worker_zh, ww->path, watcher, ww, child_watch_done, call);
+	else if (ww->exists)
+		rc = zoo_awexists(worker_zh, ww->path, watcher, ww, exists_watch_done, call);
 	else
 		rc = zoo_awget(worker_zh, ww->path, watcher, ww, data_watch_done, call);
 	if (rc != ZOK)

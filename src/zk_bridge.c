@@ -143,6 +143,14 @@ forsake_held(void)
  */
 static ZkRequest *live_requests = NULL;
 
+/*
+ * The sending of the latest request counted in this backend's pending
+ * deletes (a delete, or a create given up, which the worker undoes when its
+ * reply comes): a wait for them is bounded from there, not from its own
+ * start (bridge_deletes_pending).
+ */
+static int64_t last_counted_at = 0;
+
 static void
 live_add(ZkRequest *req)
 {
@@ -299,6 +307,7 @@ bridge_attach(void)
 	my_slot->exiting = false;
 	my_slot->cleaned = false;
 	my_slot->watch_events = 0;
+	my_slot->exists_events = 0;
 	my_slot->poked = false;
 	my_slot->deletes_pending = 0;
 	my_slot->held_deletions = 0;
@@ -307,6 +316,8 @@ bridge_attach(void)
 	my_slot->quiet = false;
 	my_slot->committing = 0;
 	my_slot->revoke_signalled = false;
+	my_slot->barrier_phase = BARRIER_INSIDE;
+	my_slot->barrier_node[0] = '\0';
 	/* What a predecessor in the slot left is the worker's to end at once. */
 	zk_shared->slots_changed = true;
 	SpinLockRelease(&zk_shared->mutex);
@@ -377,6 +388,8 @@ static const int counter_of[] = {
 	[ZKREQ_EXISTS] = BRIDGE_GETS,
 	[ZKREQ_SET] = BRIDGE_SETS,
 	[ZKREQ_POKE_WATCH] = BRIDGE_WATCHES,
+	[ZKREQ_EXISTS_WATCH] = BRIDGE_WATCHES,
+	[ZKREQ_DELETE_SHARED] = BRIDGE_DELETES,
 	[ZKREQ_DELETE] = BRIDGE_DELETES,
 	[ZKREQ_DELETE_TAGGED] = BRIDGE_CHILDREN_LISTS,
 	[ZKREQ_UNWATCH] = BRIDGE_WATCH_REMOVALS,
@@ -525,6 +538,7 @@ request_oneway(ZkRequestKind kind, const char *path, const char *tag,
 		SpinLockAcquire(&zk_shared->mutex);
 		my_slot->deletes_pending++;
 		SpinLockRelease(&zk_shared->mutex);
+		last_counted_at = Max(last_counted_at, sr->sent_at);
 	}
 	queue_request(dp, sr);
 	return true;
@@ -579,6 +593,32 @@ ZkRequest *
 bridge_set(const char *path, const char *data, int datalen, int version)
 {
 	return request_new(ZKREQ_SET, path, NULL, data, datalen, version, NULL);
+}
+
+/*
+ * An exists watch: set also on a node that does not exist (rc ZNONODE), and
+ * then fired only by its creation.  The reply carries the czxid of a node
+ * that exists.
+ */
+ZkRequest *
+bridge_watch_exists(const char *path)
+{
+	ZkRequest  *req = request_new(ZKREQ_EXISTS_WATCH, path, NULL, NULL, 0,
+								  ZWATCHTYPE_DATA, NULL);
+
+	req->watch_type = ZWATCHTYPE_DATA;
+	return req;
+}
+
+/*
+ * Delete a node that is no backend's own (a barrier's ready, a gate), if its
+ * version is still version (-1: any), and wait for the answer.  The worker
+ * never deletes a lock node this way.
+ */
+ZkRequest *
+bridge_delete_shared(const char *path, int version)
+{
+	return request_new(ZKREQ_DELETE_SHARED, path, NULL, NULL, 0, version, NULL);
 }
 
 /* A data watch on the wait this backend published, for pokes. */
@@ -740,6 +780,7 @@ bridge_abandon(ZkRequest *req)
 			my_slot->deletes_pending++;
 			SpinLockRelease(&zk_shared->mutex);
 			sr->counted = true;
+			last_counted_at = Max(last_counted_at, req->sent_at);
 		}
 		if (pg_atomic_compare_exchange_u32(&sr->state, &expected, REQ_ABANDONED))
 		{
@@ -764,16 +805,23 @@ bridge_abandon(ZkRequest *req)
 		else if (bridge_reply_lost(req->rc))
 			bridge_delete_sibling_tagged(req->path, req->tag);
 	}
-	else if (req->kind == ZKREQ_WATCH && req->rc == ZOK)
+	else if ((req->kind == ZKREQ_WATCH && req->rc == ZOK) ||
+			 (req->kind == ZKREQ_EXISTS_WATCH &&
+			  (req->rc == ZOK || req->rc == ZNONODE)))
 		bridge_remove_watch(req->path, req->watch_type);
 	request_destroy(req);
 }
 
+/*
+ * Whether deletes of this backend's are pending; *sent_at gets the sending
+ * of the latest one (of the create it undoes, for a create given up).
+ */
 bool
-bridge_deletes_pending(void)
+bridge_deletes_pending(int64_t *sent_at)
 {
 	bool		pending;
 
+	*sent_at = last_counted_at;
 	if (detached)
 		return false;
 	SpinLockAcquire(&zk_shared->mutex);
@@ -789,6 +837,21 @@ bridge_watch_events(void)
 
 	SpinLockAcquire(&zk_shared->mutex);
 	n = my_slot->watch_events;
+	SpinLockRelease(&zk_shared->mutex);
+	return n;
+}
+
+/*
+ * How many of this backend's exists watches fired: an exists watch set on a
+ * missing node fires only when the node is created.
+ */
+uint64_t
+bridge_exists_events(void)
+{
+	uint64_t	n;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	n = my_slot->exists_events;
 	SpinLockRelease(&zk_shared->mutex);
 	return n;
 }
@@ -835,17 +898,19 @@ bridge_watch_held(const char *path, const char *data)
 }
 
 /*
- * Create a lock's node, and have the worker watch it from the turn that
- * reads the create's reply: a watch the backend asked for after the reply
- * cost the worker a wake-up and a turn of its own in every acquisition.
+ * Create a lock's node (or a barrier member's: an ephemeral mode), and have
+ * the worker watch it from the turn that reads the create's reply: a watch
+ * the backend asked for after the reply cost the worker a wake-up and a
+ * turn of its own in every acquisition.
  * Once the create succeeded, bridge_take_held gives the node's HeldWatch
  * (NULL if memory ran out: the node is then not watched).
  */
 ZkRequest *
-bridge_create_held(const char *path, const char *data, const char *tag)
+bridge_create_held(const char *path, const char *data, const char *tag,
+				   int mode)
 {
-	return request_new(ZKREQ_CREATE, path, tag, data, strlen(data),
-					   ZOO_EPHEMERAL_SEQUENTIAL, held_new(data));
+	return request_new(ZKREQ_CREATE, path, tag, data, strlen(data), mode,
+					   held_new(data));
 }
 
 HeldWatch *
@@ -1041,6 +1106,34 @@ bridge_held_mark_deleted(HeldWatch *hw)
 		my_slot->held_deletions++;
 	}
 	SpinLockRelease(&zk_shared->mutex);
+}
+
+/* The backend waits at a barrier as its member node (a tag), or not. */
+void
+bridge_set_barrier_wait(BarrierPhase phase, const char *node)
+{
+	SpinLockAcquire(&zk_shared->mutex);
+	my_slot->barrier_phase = phase;
+	strlcpy(my_slot->barrier_node, node ? node : "", sizeof(my_slot->barrier_node));
+	SpinLockRelease(&zk_shared->mutex);
+}
+
+/*
+ * Where this server's backend pid waits as the barrier member node (its
+ * name), if it does: BARRIER_INSIDE otherwise.
+ */
+BarrierPhase
+bridge_barrier_wait_of(pid_t pid, const char *node)
+{
+	BarrierPhase phase = BARRIER_INSIDE;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	for (int i = 0; i < zk_shared->nslots; i++)
+		if (zk_shared->slots[i].pid == pid &&
+			strcmp(zk_shared->slots[i].barrier_node, node) == 0)
+			phase = zk_shared->slots[i].barrier_phase;
+	SpinLockRelease(&zk_shared->mutex);
+	return phase;
 }
 
 /* How many of this backend's nodes were deleted by others so far. */

@@ -29,7 +29,7 @@ typedef struct ZkRequest
 	bool		done;
 	int			rc;
 	char	   *created;		/* CREATE: full path of the new node */
-	int64_t		czxid;			/* CREATE, GET, EXISTS: the node's creation zxid */
+	int64_t		czxid;			/* CREATE, GET, EXISTS, WATCH: the node's czxid */
 	int32_t		version;		/* GET, EXISTS, SET: the node's data version */
 	int			watch_type;		/* WATCH: ZWATCHTYPE_DATA or _CHILD */
 	char	   *data;			/* GET: the node's data, NUL-terminated */
@@ -73,6 +73,8 @@ extern ZkRequest *bridge_exists(const char *path);
 extern ZkRequest *bridge_set(const char *path, const char *data, int datalen,
 							 int version);
 extern ZkRequest *bridge_watch_pokes(const char *path);
+extern ZkRequest *bridge_watch_exists(const char *path);
+extern ZkRequest *bridge_delete_shared(const char *path, int version);
 extern bool bridge_take_poke(void);
 extern bool bridge_done(ZkRequest *req);
 extern void bridge_free(ZkRequest *req);
@@ -88,7 +90,7 @@ extern int64_t bridge_proof(int64_t *provable);
 typedef struct HeldWatch HeldWatch;
 extern HeldWatch *bridge_watch_held(const char *path, const char *data);
 extern ZkRequest *bridge_create_held(const char *path, const char *data,
-									 const char *tag);
+									 const char *tag, int mode);
 extern HeldWatch *bridge_take_held(ZkRequest *req);
 extern void bridge_held_granted(HeldWatch *hw);
 extern bool bridge_held_release_requested(HeldWatch *hw);
@@ -104,12 +106,16 @@ extern bool bridge_held_deleted(HeldWatch *hw);
 extern void bridge_held_mark_deleted(HeldWatch *hw);
 extern uint64_t bridge_held_deletions(void);
 
+/* Barrier waits, as the views show them. */
+extern void bridge_set_barrier_wait(BarrierPhase phase, const char *node);
+extern BarrierPhase bridge_barrier_wait_of(pid_t pid, const char *node);
+
 /* Carried out by the worker, retried across reconnects. */
 extern void bridge_delete_node(const char *path);
 extern void bridge_delete_tagged(const char *parent, const char *tag);
 extern void bridge_delete_sibling_tagged(const char *node, const char *tag);
 extern void bridge_remove_watch(const char *path, int watch_type);
-extern bool bridge_deletes_pending(void);
+extern bool bridge_deletes_pending(int64_t *sent_at);
 
 /* Lock parents seen to exist by any backend of the server. */
 extern bool bridge_parent_known(uint64_t key);
@@ -117,6 +123,7 @@ extern void bridge_parent_seen(uint64_t key, bool exists);
 
 /* Waiting. */
 extern uint64_t bridge_watch_events(void);
+extern uint64_t bridge_exists_events(void);
 extern void bridge_wait(long timeout_ms);
 extern void bridge_wait_quietly(long timeout_ms);
 

@@ -42,6 +42,8 @@ denied_message(ZkAction action, const char *path)
 			return errmsg("permission denied to watch ZooKeeper node \"%s\"", path);
 		case ZK_ACTION_WRITE:
 			return errmsg("permission denied to write ZooKeeper node \"%s\"", path);
+		case ZK_ACTION_DELETE:
+			return errmsg("permission denied to delete ZooKeeper node \"%s\"", path);
 	}
 	return 0;
 }
@@ -62,6 +64,8 @@ failed_message(ZkAction action, const char *path, int rc)
 			return errmsg("could not watch ZooKeeper node \"%s\": %s", path, zerror(rc));
 		case ZK_ACTION_WRITE:
 			return errmsg("could not write ZooKeeper node \"%s\": %s", path, zerror(rc));
+		case ZK_ACTION_DELETE:
+			return errmsg("could not delete ZooKeeper node \"%s\": %s", path, zerror(rc));
 	}
 	return 0;
 }

@@ -12,7 +12,8 @@ typedef enum ZkAction
 	ZK_ACTION_LIST,
 	ZK_ACTION_READ,
 	ZK_ACTION_WATCH,
-	ZK_ACTION_WRITE
+	ZK_ACTION_WRITE,
+	ZK_ACTION_DELETE
 } ZkAction;
 
 extern void zk_report_error(int rc, ZkAction action, const char *path);

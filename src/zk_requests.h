@@ -18,6 +18,10 @@ typedef enum ZkRequestKind
 	ZKREQ_EXISTS,				/* zoo_aexists without a watch */
 	ZKREQ_SET,					/* zoo_aset of any version */
 	ZKREQ_POKE_WATCH,			/* zoo_awget on a published wait (deadlock.c) */
+	ZKREQ_EXISTS_WATCH,			/* zoo_awexists with the waiter's watcher:
+								 * set also on a node that does not exist */
+	ZKREQ_DELETE_SHARED,		/* zoo_adelete of a node nobody owns (a
+								 * barrier's ready, a gate), at a version */
 	/* One-way: the worker carries them out, nobody waits for a reply. */
 	ZKREQ_DELETE,				/* one of the backend's nodes */
 	ZKREQ_DELETE_TAGGED,		/* its child of path whose name has the tag */
@@ -36,6 +40,14 @@ typedef enum ReleaseVerdict
 	RELEASE_PROVEN,
 	RELEASE_UNPROVEN
 } ReleaseVerdict;
+
+/* Where a backend waits at a barrier, for the views (zk_barrier_members). */
+typedef enum BarrierPhase
+{
+	BARRIER_INSIDE,				/* not waiting */
+	BARRIER_ENTERING,
+	BARRIER_LEAVING
+} BarrierPhase;
 
 /* A copy of what the session watcher last saw. */
 typedef struct ZkSessionSnapshot

@@ -103,6 +103,8 @@ lost_message(ZkActivity doing)
 			return errmsg("ZooKeeper session was lost while looking for a deadlock");
 		case ZK_CREATING_NODES:
 			return errmsg("ZooKeeper session was lost while creating lock nodes");
+		case ZK_BARRIER:
+			return errmsg("ZooKeeper session was lost while at a zklock barrier or gate");
 	}
 	return 0;
 }
@@ -119,6 +121,9 @@ zk_session_no_answer(ZkActivity doing)
 			(errcode(ERRCODE_CONNECTION_FAILURE),
 			 doing == ZK_READING_QUEUE ?
 			 errmsg("ZooKeeper did not answer within %d ms while reading a lock queue",
+					zklock_connect_timeout) :
+			 doing == ZK_BARRIER ?
+			 errmsg("ZooKeeper did not answer within %d ms at a zklock barrier or gate",
 					zklock_connect_timeout) :
 			 errmsg("ZooKeeper did not answer within %d ms while acquiring a lock",
 					zklock_connect_timeout),
@@ -140,6 +145,8 @@ zk_session_check_alive(ZkActivity doing)
 				 bridge_closed_for_settings(call_generation) ?
 				 errdetail("The server's session worker closed the session because zklock.hosts, zklock.session_timeout or zklock.auth changed at a reload; its nodes are gone.") :
 				 errdetail("The session expired or was disconnected for longer than its timeout; its nodes are gone."),
+				 doing == ZK_BARRIER ?
+				 errhint("The server's session worker opens a new session; a barrier's membership went with the old one.") :
 				 errhint("The server's session worker opens a new session; acquire the lock again.")));
 }
 

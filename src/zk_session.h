@@ -16,7 +16,8 @@ typedef enum ZkActivity
 	ZK_WAITING,					/* waiting for its turn */
 	ZK_READING_QUEUE,			/* zk_lock_holders and the like */
 	ZK_LOOKING_FOR_DEADLOCK,
-	ZK_CREATING_NODES			/* a lock's parents */
+	ZK_CREATING_NODES,			/* a lock's parents */
+	ZK_BARRIER					/* at a barrier or a gate */
 } ZkActivity;
 
 typedef enum ZkSessionStatus

@@ -138,8 +138,8 @@ zk_shared_init(bool worker)
 
 /*
  * Map the area in this process, for the rest of its life.  ERROR (55000)
- * if zklock was not preloaded, or runs in binary-upgrade mode (_PG_init):
- * nothing of it can work then.
+ * if zklock was not preloaded, or runs in binary-upgrade or single-user mode
+ * (_PG_init): nothing of it can work then.
  */
 void
 zk_shared_attach(void)
@@ -154,6 +154,12 @@ zk_shared_attach(void)
 				 errmsg("zklock does not run in binary-upgrade mode"),
 				 errdetail("The server was started with -b, as pg_upgrade does: zklock opens no ZooKeeper session there, and takes no lock."),
 				 errhint("Use zklock once the upgraded server runs normally.")));
+	if (zk_shared == NULL && !IsUnderPostmaster)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock does not run in single-user mode"),
+				 errdetail("The server was started with --single: no postmaster starts zklock's session worker, so no ZooKeeper session is open, and no lock is taken."),
+				 errhint("Use zklock once the server runs under its postmaster; the fences zk_lock_fence(resource, token) and zk_lock_fence_trigger() work here.")));
 	if (zk_shared == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -94,6 +94,7 @@ typedef struct ZkSlot
 	bool		exiting;		/* the backend goes: undo what it left */
 	bool		cleaned;		/* the worker did */
 	uint64		watch_events;	/* its watches fired */
+	uint64		exists_events;	/* ... of them, its exists watches */
 	bool		poked;			/* its published wait was rewritten */
 	int			deletes_pending;
 	uint64		held_deletions; /* its nodes deleted by others */
@@ -103,6 +104,8 @@ typedef struct ZkSlot
 	uint64		committing;		/* passed the guard for this generation, and
 								 * has not finished committing; 0: not */
 	bool		revoke_signalled;	/* the worker sent it REVOKE_SIGNAL */
+	int			barrier_phase;	/* BarrierPhase of its wait at a barrier */
+	char		barrier_node[ZK_TAG_LEN + 1];	/* its member node there */
 	pg_atomic_uint64 counts[BRIDGE_NCOUNTERS];
 } ZkSlot;
 

@@ -146,7 +146,7 @@ note_silent_disconnect(void)
 	ereport(LOG,
 			(errmsg("zklock: the connection of ZooKeeper session 0x%llx was lost while sending a request",
 					(unsigned long long) zoo_client_id(worker_zh)->client_id)));
-	proof_connection(0, 0);
+	worker_proof_connection(0, 0);
 	publish_state(ZOO_CONNECTING_STATE);
 	worker_wake_all();
 }
@@ -220,7 +220,7 @@ session_watcher(zhandle_t *handle, int type, int state, const char *path,
 				 "%s", server ? server : "");
 		zk_shared->closed_by_server = 0;
 		SpinLockRelease(&zk_shared->mutex);
-		proof_connection(connect_sent_after, zoo_recv_timeout(worker_zh));
+		worker_proof_connection(connect_sent_after, zoo_recv_timeout(worker_zh));
 	}
 	else
 	{
@@ -235,7 +235,7 @@ session_watcher(zhandle_t *handle, int type, int state, const char *path,
 							(unsigned long long) s.session_id, s.server),
 					 errdetail("Its locks are uncertain until it reconnects; ZooKeeper expires it after %d ms without a connection.",
 							   s.timeout_ms)));
-		proof_connection(0, 0);
+		worker_proof_connection(0, 0);
 	}
 	publish_state(state);
 	worker_wake_all();
@@ -522,7 +522,7 @@ close_session(bool lost)
 	zk_shared->session.changed_at_ms = bridge_now_ms();
 	zk_shared->proven_until = 0;
 	SpinLockRelease(&zk_shared->mutex);
-	proof_connection(0, 0);
+	worker_proof_connection(0, 0);
 	worker_wake_all();
 	if (lost)
 		stats_count_session_lost();

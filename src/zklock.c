@@ -7,9 +7,9 @@
  *
  * zklock works only preloaded: the server's ZooKeeper session is held by a
  * background worker, and backends reach it through shared memory.  Loaded
- * any other way, or in binary-upgrade mode, it defines its settings and
- * nothing else; every function that needs the session then fails with 55000
- * (zk_shared_attach), as pg_stat_statements does.
+ * any other way, in binary-upgrade mode or in single-user mode, it defines
+ * its settings and nothing else; every function that needs the session then
+ * fails with 55000 (zk_shared_attach), as pg_stat_statements does.
  */
 #include "postgres.h"
 
@@ -37,9 +37,12 @@ _PG_init(void)
 	lock_recipe_set_unproven_reporter(lost_locks_release_unproven);
 	/*
 	 * pg_upgrade's servers (binary upgrade mode) must not open ZooKeeper
-	 * sessions nor take part in locking, as pg_cron's launcher does not.
+	 * sessions nor take part in locking, as pg_cron's launcher does not.  A
+	 * single-user server (postgres --single) has no postmaster to start the
+	 * session worker, nor one whose death a wait could watch.
 	 */
-	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
+	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade ||
+		!IsPostmasterEnvironment)
 		return;
 	zklock_register_xact_hooks();
 	zklock_install_utility_hook();

@@ -5,8 +5,9 @@ install scripts and every zklock.* setting is in docs/reference.md, with
 who may set it as src/guc.c says, every SQLSTATE the manual names is one
 that zklock or PostgreSQL raises for it, the README's error table has the
 reference's SQLSTATEs, the README's CI table says what test/run-all.sh runs,
-the README's batch job is the one the regression tests run, and the README
-stays short enough to read in one sitting (40 kB at most).
+the README's batch job is the one the regression tests run, its install line
+installs a server, and the README stays short enough to read in one sitting
+(40 kB at most).
 
     python3 test/docs_check.py        (from anywhere; exits 1 on a problem)
 """
@@ -168,6 +169,24 @@ def check_ci_table():
     return problems
 
 
+def check_install_line():
+    """The README's line that installs what a build from source needs names
+    the server too (postgresql-NN of the native major): its next steps
+    restart a server that a bare machine would not have."""
+    run_all = (SRC / 'test' / 'run-all.sh').read_text()
+    native = re.search(r'^\s*"(\d+) native ', run_all, re.M).group(1)
+    lines = [line for line in (SRC / 'README.md').read_text().splitlines()
+             if line.startswith('apt-get install ')
+             and 'postgresql-server-dev-%s' % native in line.split()]
+    if len(lines) != 1:
+        return ['README.md: %d lines install postgresql-server-dev-%s, not one'
+                % (len(lines), native)]
+    if 'postgresql-%s' % native not in lines[0].split():
+        return ['README.md: "%s" installs no PostgreSQL server (postgresql-%s)'
+                % (lines[0], native)]
+    return []
+
+
 def main():
     problems = []
     docs = [SRC / 'README.md'] + sorted((SRC / 'docs').glob('*.md'))
@@ -199,6 +218,7 @@ def main():
     problems += check_settings(reference)
     problems += check_sqlstates(docs, reference)
     problems += check_ci_table()
+    problems += check_install_line()
 
     # The README's batch job is the one sql/batch_job.sql runs.
     m = re.search(r'```sql\n(CREATE PROCEDURE nightly_billing\(\).*?END \$\$;)\n',

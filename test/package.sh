@@ -128,6 +128,17 @@ for v in $majors; do
 		fi
 		echo "   $f"
 	done
+	# Every page of the manual is in the package's documentation
+	# (dh_compress may have gzipped it).
+	docdir=/usr/share/doc/$pkg
+	for doc in "$tree"/README.md "$tree"/docs/*.md; do
+		name=$(basename "$doc")
+		if ! grep -qxF -e "$docdir/$name" -e "$docdir/$name.gz" <<<"$listed"; then
+			echo "$pkg does not install $docdir/$name" >&2
+			exit 1
+		fi
+		echo "   $docdir/$name"
+	done
 	# The README's Debian 12 instructions name this package and its scripts.
 	if [ "$v" = 15 ]; then
 		grep -qF "${pkg}_${version}_${arch}.deb" "$tree/README.md" ||

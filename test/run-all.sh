@@ -177,6 +177,17 @@ src_status=ok
 src_out=$(/usr/bin/python3 "$ZKLOCK_SRC/test/src_graph.py" 2>&1) || src_status=FAILED
 echo "$src_out"
 record - "(any)" "source graph" "$src_status" "$(echo "$src_out" | head -1 | sed 's/^src: //')" 0
+
+# The commit guard's proof policy (src/worker_proof.c) under 100,000
+# simulated schedules and its mutants (test/sim: no PostgreSQL, no
+# ZooKeeper; docs/testing.md, "The proof simulation").
+echo "== the proof simulation"
+sim_status=ok
+sim_start=$SECONDS
+sim_out=$(make -s -C "$ZKLOCK_SRC/test/sim" check 2>&1) || sim_status=FAILED
+echo "$sim_out" | grep -E '^(#|ok|not ok|[0-9]+ passed)'
+[ "$sim_status" = ok ] || echo "$sim_out" | grep -vE '^(#|ok|not ok|[0-9]+ passed)' | tail -300
+record - "(any)" "proof simulation" "$sim_status" "$(echo "$sim_out" | tail -1)" $((SECONDS - sim_start))
 for entry in "${matrix[@]}"; do
 	read -r major where suites <<<"$entry"
 	wanted_major "$major" || continue

@@ -26,10 +26,11 @@ our @EXPORT = qw(
   install_cs_log check_critical_sections
   zklock_wait_event wait_for_wait_event still_waits elapsed_since
   session send_query wait_marker poll_query zk_session_field wait_session_state
+  send_call call_returned call_result
   cs_begin_sql cs_end_sql cs_waiter_sql queue_nodes
   freeze_until_suspended finish_checks fakedns_lib sleep_for
   worker_pid wait_worker_session reconfigure dblink_send_many dblink_true_count
-  traced_state gdb_break gdb_wait_hit gdb_let_go);
+  traced_state gdb_break gdb_count gdb_passes gdb_wait_hit gdb_let_go);
 
 use constant ZK_ROOT => '/zklock_tap';
 
@@ -238,6 +239,40 @@ sub wait_marker
 	return $s->query_until(qr/\Q$marker\E/, '');
 }
 
+# A call of one value in session $s, not waited for: its output is the
+# line "$tag|<value>", then "${tag}_done" on stdout and on stderr.
+sub send_call
+{
+	my ($s, $tag, $sql) = @_;
+	$s->{stdin} .= "SELECT '$tag', ($sql);\n\\echo ${tag}_done\n\\warn ${tag}_done\n";
+	$s->{run}->pump_nb;
+	return;
+}
+
+# Whether that call has returned, without waiting.
+sub call_returned
+{
+	my ($s, $tag) = @_;
+	$s->{run}->pump_nb;
+	return $s->{stdout} =~ /\Q${tag}_done\E/;
+}
+
+# Its value (undef if it failed) and what it wrote on stderr (its ERROR,
+# with the session's VERBOSITY), once it returned.
+sub call_result
+{
+	my ($s, $tag) = @_;
+	my $deadline = time + 300;
+	$s->{run}->pump
+	  until ($s->{stdout} =~ /\Q${tag}_done\E/ && $s->{stderr} =~ /\Q${tag}_done\E/)
+	  || time > $deadline;
+	my ($value) = $s->{stdout} =~ /^\Q$tag\E\|(\S*)$/m;
+	my ($stderr) = $s->{stderr} =~ /^(.*?)\Q${tag}_done\E\n?/s;
+	$s->{stdout} = '';
+	$s->{stderr} = '';
+	return wantarray ? ($value, $stderr // '') : $value;
+}
+
 # The pid of $node's zklock session worker (a child of its postmaster), or
 # undef if there is none; waits up to 30 s for one to appear.
 sub worker_pid
@@ -268,19 +303,18 @@ sub traced_state
 		$status =~ /^State:\s*t/m ? 1 : 0);
 }
 
-# gdb attached to $pid with a breakpoint at $where, the process let go on;
-# the signals PostgreSQL uses pass through without stopping it.  Returns
-# once the breakpoint is in place; gdb_wait_hit waits for the process to
-# stop there, gdb_let_go lets it go on, without gdb.
-sub gdb_break
+# gdb attached to $pid with the breakpoint $command, the process let go
+# on; the signals PostgreSQL uses pass through without stopping it.
+# Returns once the breakpoint is in place.
+sub gdb_attach
 {
-	my ($pid, $where) = @_;
+	my ($pid, $command) = @_;
 	my $g = { pid => $pid, in => '', out => '' };
 	$g->{run} = IPC::Run::start([ 'gdb', '-q', '-nx', '-p', $pid ],
 		'<', \$g->{in}, '>', \$g->{out}, '2>&1');
 	$g->{in} .= "set pagination off\n"
 	  . "handle SIGTERM SIGHUP SIGINT SIGUSR1 SIGUSR2 SIGURG nostop noprint pass\n"
-	  . "break $where\ncontinue\n";
+	  . "$command\ncontinue\n";
 	my $t0 = time;
 	while (time - $t0 < 60)
 	{
@@ -289,7 +323,31 @@ sub gdb_break
 		return $g if $g->{out} =~ /Continuing\./ && $traced && !$stopped;
 		sleep 0.05;
 	}
-	die "gdb did not set its breakpoint at $where:\n$g->{out}";
+	die "gdb did not set its breakpoint ($command):\n$g->{out}";
+}
+
+# A breakpoint at $where: gdb_wait_hit waits for the process to stop there,
+# gdb_let_go lets it go on, without gdb.
+sub gdb_break
+{
+	my ($pid, $where) = @_;
+	return gdb_attach($pid, "break $where");
+}
+
+# Count the process's passes at $where without stopping it (gdb_passes);
+# gdb_let_go ends the count.
+sub gdb_count
+{
+	my ($pid, $where) = @_;
+	return gdb_attach($pid, qq{dprintf $where,"zklock-test passed $where\\n"});
+}
+
+sub gdb_passes
+{
+	my ($g) = @_;
+	$g->{run}->pump_nb;
+	my @passes = $g->{out} =~ /^zklock-test passed /mg;
+	return scalar @passes;
 }
 
 # True once the process stopped at the breakpoint (the $n-th set, default

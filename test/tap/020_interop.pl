@@ -36,26 +36,16 @@ use strict;
 use warnings;
 
 use FindBin;
-use IPC::Run ();
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
+use ForeignProgram;
 use ZklockTest;
 
 my $interop = "$FindBin::Bin/../interop";
-my $curator_cp = join ':',
-  map { "/usr/share/java/$_.jar" } qw(curator-recipes slf4j-nop);
-
-# What the other side needs (test/setup.sh installs it): fail, not skip.
-ok( -r '/usr/share/java/curator-recipes.jar'
-	  && -r '/usr/share/java/slf4j-nop.jar'
-	  && `java --list-modules 2>/dev/null` =~ /^jdk\.compiler\@/m,
-	'Curator 5 and a JDK are installed (libcurator-recipes-java, openjdk-17-jdk-headless)'
-) or die "interop prerequisites missing\n";
-ok(system('/usr/bin/python3', '-c', 'import kazoo') == 0,
-	'Kazoo is installed (python3-kazoo)')
-  or die "interop prerequisites missing\n";
+my $curator_cp = $ForeignProgram::curator_cp;
+clients_installed_ok();
 ok(-r "$interop/CuratorLock.java" && -r "$interop/kazoo_lock.py",
 	"the interop programs are in $interop")
   or die "interop programs missing\n";
@@ -70,79 +60,16 @@ my %command = (
 	],
 	kazoo => [ '/usr/bin/python3', "$interop/kazoo_lock.py" ],);
 my %display = (curator => 'Curator', kazoo => 'Kazoo');
-my @programs;
 
 # ---------------------------------------------------------------------------
-# The other side: CuratorLock.java / kazoo_lock.py under IPC::Run.  Every
-# wait is bounded; a program still running at the end is killed.
+# The other side: CuratorLock.java / kazoo_lock.py (test/perl/ForeignProgram.pm).
 
 # Start "$lib HOSTS PATH KIND ACTION..."; returns a handle.
 sub program_start
 {
 	my ($lib, $path, $kind, @action) = @_;
-	my $p = {
-		what => "$display{$lib} $kind $action[0]",
-		in => '',
-		out => '',
-		err => ''
-	};
-	$p->{h} = IPC::Run::start(
-		[ @{ $command{$lib} }, $zk->hosts, $path, $kind, @action ],
-		'<', \$p->{in}, '>', \$p->{out}, '2>', \$p->{err});
-	push @programs, $p;
-	return $p;
-}
-
-# Pump until its stdout matches $re, it exits, or $secs have passed.
-# Returns $re's first capture (1 if it has none), undef if no match.
-sub program_wait
-{
-	my ($p, $re, $secs) = @_;
-	my $deadline = time + $secs;
-	while (1)
-	{
-		eval { $p->{h}->pump_nb };
-		return defined $1 ? $1 : 1 if $p->{out} =~ $re;
-		return undef if time > $deadline || !$p->{h}->pumpable;
-		sleep 0.02;
-	}
-}
-
-# Has it printed $re by now (without waiting)?
-sub program_said
-{
-	my ($p, $re) = @_;
-	eval { $p->{h}->pump_nb };
-	return $p->{out} =~ $re;
-}
-
-# Wait (30 s at most) until it exits; returns its exit status, undef if it
-# had to be killed.
-sub program_end
-{
-	my ($p) = @_;
-	my $deadline = time + 30;
-	while ($p->{h}->pumpable && time < $deadline)
-	{
-		eval { $p->{h}->pump_nb };
-		sleep 0.02;
-	}
-	if ($p->{h}->pumpable)
-	{
-		$p->{h}->kill_kill;
-		$p->{done} = 1;
-		return undef;
-	}
-	$p->{h}->finish;
-	$p->{done} = 1;
-	return $p->{h}->result(0);
-}
-
-sub program_diag
-{
-	my ($p) = @_;
-	diag "$p->{what}: stdout:\n$p->{out}stderr:\n$p->{err}";
-	return;
+	return program_run([ @{ $command{$lib} }, $zk->hosts, $path, $kind, @action ],
+		"$display{$lib} $kind $action[0]");
 }
 
 # "$lib $kind try" on $path: 'acquired' or 'busy' (or what went wrong).
@@ -182,15 +109,6 @@ sub program_release
 		"$label: $p->{what} releases and exits with status 0")
 	  or program_diag($p);
 	return $ms;
-}
-
-END
-{
-	for my $p (@programs)
-	{
-		next if $p->{done};
-		eval { $p->{h}->kill_kill };
-	}
 }
 
 # ---------------------------------------------------------------------------
