@@ -216,8 +216,10 @@ SELECT wait_event FROM pg_stat_activity WHERE application_name = 'notify_holder'
 		my $send = $sends->[-1][0];
 		my $due = $send + $interval - $LEAD;
 		my $left = $due - clock_gettime(CLOCK_MONOTONIC);
-		# Too late for this one: wait for the worker's next send.
-		if ($left < 0.01)
+		# Too late for this one, or so early that the follower's PING reply
+		# at $ping would pass between the create and the cut (idle sends
+		# closer together than PINGs): wait for the worker's next send.
+		if ($left < 0.01 || $due < $ping + 0.05)
 		{
 			sleep_for(0.02);
 			next;
