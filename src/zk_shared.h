@@ -129,7 +129,7 @@ typedef struct ZkShared
 	uint64		generation;		/* of the open handle; 0: none */
 	uint64		last_generation;	/* never reused while the server runs */
 	ZkSessionSnapshot session;
-	int64		proven_until;	/* see bridge_proven_until */
+	int64		proven_until;	/* see bridge_proof */
 	int64		provable;		/* what a write sent now would prove (worker_proof.c) */
 	uint64		closed_by_server;	/* see bridge_closed_by_server */
 	int			open_error;		/* errno of a failed zookeeper_init, or: */
