@@ -60,6 +60,9 @@ static int	nsteps = 0;
 /* The connection's negotiated timeout; 0: none is connected. */
 static int	connection_timeout = 0;
 
+/* What a write sent now would prove (proof_provable), kept with the steps. */
+static int64 provable = 0;
+
 /* The connect request's sending, heard by the leader itself. */
 static int64 connect_sent = 0;
 
@@ -126,6 +129,7 @@ proof_connection(int64 connect_sent_after, int timeout_ms)
 	connection_timeout = connect_sent_after > 0 ? timeout_ms : 0;
 	connect_sent = connection_timeout > 0 ? connect_sent_after : 0;
 	last_leader_send = connect_sent;
+	provable = connection_timeout > 0 ? connect_sent + connection_timeout : 0;
 }
 
 /* Whether the server itself answered: it still held the session then. */
@@ -201,6 +205,7 @@ proof_answered(int64 sent_at, ProofOp op, int rc, int64 now)
 		*step_at(nsteps) = next;
 		nsteps++;
 	}
+	provable = heard_for_write(INT64_MAX) + connection_timeout;
 	return proven_until;
 }
 
@@ -208,8 +213,7 @@ proof_answered(int64 sent_at, ProofOp op, int rc, int64 now)
 int64
 proof_provable(void)
 {
-	return connection_timeout > 0 ?
-		heard_for_write(INT64_MAX) + connection_timeout : 0;
+	return provable;
 }
 
 /*
