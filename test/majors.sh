@@ -50,6 +50,12 @@ declare -A chroot_release=(
 declare -A chroot_extra_suite=(
 	[experimental]=experimental
 )
+# A chroot made as a copy of another when that one exists: sid's packages
+# are most of experimental's, so the copy spares a debootstrap and most
+# downloads (about 4 of 12 minutes on a new machine).
+declare -A chroot_copy_of=(
+	[experimental]=sid
+)
 declare -A chroot_packages=(
 	[trixie]="${build_packages[*]} postgresql-17 postgresql-server-dev-17"
 	[sid]="${build_packages[*]} postgresql-18 postgresql-server-dev-18
@@ -159,13 +165,28 @@ record()
 start=$SECONDS
 made=""
 if [ ! -d "$dir" ]; then
-	echo "== making the $suite chroot in $dir (debootstrap ${chroot_release[$suite]}, $mirror)"
-	command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap >/dev/null
 	rm -rf "$dir.new"
-	if ! debootstrap --variant=minbase "${chroot_release[$suite]}" "$dir.new" "$mirror" >"$cache/$suite.debootstrap.log" 2>&1; then
-		tail -n 30 "$cache/$suite.debootstrap.log"
-		record FAILED "debootstrap ${chroot_release[$suite]} failed" $((SECONDS - start))
-		exit 1
+	base=${chroot_copy_of[$suite]:-}
+	if [ -n "$base" ] && [ -d "$cache/$base" ]; then
+		echo "== making the $suite chroot in $dir (a copy of the $base chroot)"
+		# Under the other chroot's lock: nothing is mounted in it then.
+		exec {base_fd}>"$cache/$base.lock"
+		flock "$base_fd"
+		if ! cp -a "$cache/$base" "$dir.new"; then
+			record FAILED "copying the $base chroot failed" $((SECONDS - start))
+			exit 1
+		fi
+		exec {base_fd}>&-
+		made="a copy of $base"
+	else
+		echo "== making the $suite chroot in $dir (debootstrap ${chroot_release[$suite]}, $mirror)"
+		command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap >/dev/null
+		if ! debootstrap --variant=minbase "${chroot_release[$suite]}" "$dir.new" "$mirror" >"$cache/$suite.debootstrap.log" 2>&1; then
+			tail -n 30 "$cache/$suite.debootstrap.log"
+			record FAILED "debootstrap ${chroot_release[$suite]} failed" $((SECONDS - start))
+			exit 1
+		fi
+		made="made"
 	fi
 	# Package scripts must not start services (PostgreSQL's "main"
 	# cluster, ZooKeeper): the tests start their own.
@@ -179,7 +200,6 @@ if [ ! -d "$dir" ]; then
 	fi
 	# Complete, so a later run may use it.
 	mv "$dir.new" "$dir"
-	made="made"
 fi
 
 mount -t proc proc "$dir/proc"

@@ -40,7 +40,7 @@
 # B take G in transactions over and over meanwhile; no two committed
 # sections (grant to commit record) may overlap.
 #
-# ZKLOCK_GUARD_ROUNDS (default 2) rounds per stall shape and control;
+# ZKLOCK_GUARD_ROUNDS (default 1) rounds per stall shape and control;
 # ZKLOCK_GUARD_TIMEOUTS (default "4000 8000") the session timeouts T, in
 # ms, each with its own ensemble; ZKLOCK_GUARD_LAG_TIMEOUTS (default the
 # first of those) where the lag shapes run; ZKLOCK_ZK_ROOT runs another
@@ -59,7 +59,7 @@ use Time::HiRes qw(time);
 use RelayLog;
 use ZklockTest;
 
-my $rounds = $ENV{ZKLOCK_GUARD_ROUNDS} // 2;
+my $rounds = $ENV{ZKLOCK_GUARD_ROUNDS} // 1;
 # Control rounds so far: they take the stall shapes' timings in turn.
 my $controls = 0;
 my @timeouts = split ' ', ($ENV{ZKLOCK_GUARD_TIMEOUTS} // '4000 8000');
