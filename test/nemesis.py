@@ -25,6 +25,8 @@ import tempfile
 import threading
 import time
 
+import nemesis_barriers
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PGBIN = "/usr/lib/postgresql/15/bin"
 T_MS = 4000                       # zklock.session_timeout
@@ -37,6 +39,10 @@ STUCK_S = 60                      # a statement longer than this is an anomaly
 ACQ_TIMEOUT_MS = 10000
 SEM_PERMITS = 2
 CLIENTS_PER_NODE = 3
+BARRIER_PARTIES = 3               # one barrier member per node
+BARRIER_TIMEOUT_MS = 20000
+BARRIER_PLACE = "/zklock/%barriers/"
+BARRIER_FINAL = "nb_final"        # the round after the heal
 KINDS = {                         # client kind: weight
     "xact": 3, "srel": 2, "smulti": 1, "fence": 2, "shared": 2, "sem": 2,
     "revoke": 2}
@@ -704,6 +710,137 @@ class Client(threading.Thread):
                 c.close()
 
 
+# --------------------------------------------------------------- barriers
+class BarrierRounds:
+    """Which barrier the members use: round r's name once every member has
+    finished round r - 1.  Only the name is agreed on here; the barrier is
+    zklock's, and test/nemesis_barriers.py checks it."""
+
+    def __init__(self, n):
+        self.n = n
+        self.cv = threading.Condition()
+        self.finished = {0: n}
+        self.passed = {}
+        self.gave_up = {}
+
+    def start(self, r):
+        with self.cv:
+            while self.finished.get(r - 1, 0) < self.n:
+                if stopping.is_set():
+                    return False
+                self.cv.wait(0.5)
+            return True
+
+    def mark(self, what, r):
+        with self.cv:
+            what[r] = what.get(r, 0) + 1
+            self.cv.notify_all()
+
+    def may_enter_again(self, r):
+        """Until a member is through or gave up: after that the others
+        leave, or wait for nobody."""
+        with self.cv:
+            return not self.passed.get(r) and not self.gave_up.get(r)
+
+
+class BarrierMember(threading.Thread):
+    """One member per node: each round enters a new barrier for
+    BARRIER_PARTIES and leaves it; after an error or a time-out in enter it
+    enters again while the round may still pass."""
+
+    def __init__(self, run, node_index, rounds, seed):
+        super().__init__(daemon=True)
+        self.run_ = run
+        self.node = run.nodes[node_index]
+        self.name = "%s_b" % self.node.name
+        self.rng = random.Random("%s/%s" % (seed, self.name))
+        self.rounds = rounds
+        self.conn = None
+        self.calls = []
+
+    def connect(self, deadline=None):
+        while (time.time() < deadline) if deadline else not stopping.is_set():
+            try:
+                if self.conn is None:
+                    self.conn = Psql(self.node.port, self.name)
+                return True
+            except Exception:
+                self.drop()
+                time.sleep(0.5)
+        return False
+
+    def drop(self):
+        if self.conn:
+            try:
+                self.conn.p.kill()
+                self.conn.p.wait(5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.conn = None
+
+    def record(self, kind, name, t0, t1, result):
+        self.calls.append(dict(member=self.name, name=name, kind=kind, t0=t0, t1=t1,
+                               result=result))
+
+    def call(self, kind, name, fn):
+        """"t", "f", a SQLSTATE, "dropped" or "stuck"."""
+        t0 = time.time()
+        try:
+            out = self.conn.run("SELECT ok, extract(epoch FROM clock_timestamp()) FROM "
+                                "(SELECT %s AS ok OFFSET 0) s" % fn)
+            result, at = out[0].split("|")
+            t1 = float(at)
+        except SqlError as e:
+            result, t1 = e.state, time.time()
+            if e.state == "55000":
+                anomaly("%s: %s of %s: %s" % (self.name, kind, name, e))
+        except Dropped:
+            result, t1 = "dropped", time.time()
+            self.drop()
+        except Stuck as e:
+            anomaly("%s stuck for %d s in %s of %s (%s)" % (self.name, STUCK_S, kind, name,
+                                                           e.where()))
+            result, t1 = "stuck", time.time()
+            self.drop()
+        self.record(kind, name, t0, t1, result)
+        return result
+
+    def one_round(self, r, name, deadline=None):
+        while True:
+            if not self.connect(deadline):
+                return self.give_up(r, name)
+            if self.call("enter", name, "zk_barrier_enter('%s', %d, %d)"
+                         % (name, BARRIER_PARTIES, BARRIER_TIMEOUT_MS)) == "t":
+                break
+            if deadline or stopping.is_set() or not self.rounds.may_enter_again(r):
+                return self.give_up(r, name)
+            time.sleep(0.1 + self.rng.random() * 0.2)
+        self.rounds.mark(self.rounds.passed, r)
+        time.sleep(self.rng.random() * 0.1)
+        self.call("leave", name, "zk_barrier_leave('%s', %d)" % (name, BARRIER_TIMEOUT_MS))
+
+    def give_up(self, r, name):
+        self.rounds.mark(self.rounds.gave_up, r)
+        now = time.time()
+        self.record("giveup", name, now, now, "gave up")
+
+    def run(self):
+        r = 0
+        while not stopping.is_set():
+            r += 1
+            if not self.rounds.start(r):
+                break
+            try:
+                self.one_round(r, "nb%d" % r)
+            except Exception as e:
+                harness_errors.append("%s: %r" % (self.name, e))
+                say("harness error in %s: %r" % (self.name, e))
+                self.drop()
+            finally:
+                self.rounds.mark(self.rounds.finished, r)
+            time.sleep(self.rng.random() * 0.2)
+
+
 # --------------------------------------------------------------- nemesis
 class Nemesis:
     """Two lanes of faults, each a seeded sequence (every type in each
@@ -1048,6 +1185,8 @@ class Run:
         self.nodes = []
         self.resource = None
         self.clients = []
+        self.members = []
+        self.alive_at = None
         self.stopped = set()
         self.nemesis = None
 
@@ -1106,8 +1245,11 @@ class Run:
             say("schedule:\n" + self.nemesis.schedule_text())
         self.clients = [Client(self, n, k, self.seed)
                         for n in range(3) for k in range(CLIENTS_PER_NODE)]
+        if not self.broken:
+            rounds = BarrierRounds(BARRIER_PARTIES)
+            self.members = [BarrierMember(self, n, rounds, self.seed) for n in range(3)]
         self.t0 = time.time()
-        for c in self.clients:
+        for c in self.clients + self.members:
             c.start()
         if self.nemesis:
             self.nemesis.start()
@@ -1123,20 +1265,43 @@ class Run:
                 if i not in self.zk.procs:
                     self.zk.start(i)
         self.t_heal = time.time()
+        # The clients go on until every node has its session again: the
+        # barrier members' waits from then on are bounded (nemesis_barriers).
+        if not self.broken:
+            if self.sessions_back(2 * T + 20):
+                self.alive_at = time.time()
+                say("every node has its session again, %.1f s after the heal"
+                    % (self.alive_at - self.t_heal))
+            else:
+                anomaly("a node's ZooKeeper session did not come back after the heal")
+            time.sleep(2 * T)
         stopping.set()
-        for c in self.clients:
+        for c in self.clients + self.members:
             c.join(STUCK_S + 30)
             if c.is_alive():
                 anomaly("client %s did not stop" % c.name)
         say("clients stopped")
 
+    def barrier_final_round(self):
+        """Every member through one more barrier, after the heal."""
+        deadline = time.time() + 30
+        threads = [threading.Thread(target=m.one_round, args=(0, BARRIER_FINAL, deadline))
+                   for m in self.members]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(STUCK_S + 30)
+        for m in self.members:
+            if m.conn:
+                m.conn.close()
+                m.conn = None
+
     def after_heal(self):
-        """Anomalies after the heal: a session that never came back, nodes
-        left in ZooKeeper two session timeouts after it."""
+        """Anomalies after the heal: nodes left in ZooKeeper two session
+        timeouts after it; the barriers' final round."""
         if self.broken:
             return
-        if not self.sessions_back(2 * T + 20):
-            anomaly("a node's ZooKeeper session did not come back after the heal")
+        self.barrier_final_round()
         deadline = self.t_heal + 2 * T + 5
         while True:
             r = subprocess.run([sys.executable, HERE + "/zk/zktree.py", self.zk.hosts(), "/zklock"],
@@ -1153,7 +1318,7 @@ class Run:
 
     def teardown(self):
         signal_pids(list(self.stopped), signal.SIGCONT)
-        for c in self.clients:
+        for c in self.clients + self.members:
             c.drop()
         for n in self.nodes + ([self.resource] if self.resource else []):
             try:
@@ -1296,6 +1461,23 @@ def check(run):
     return violations, notes, ops
 
 
+def check_barriers(run, violations, notes):
+    """The barrier members' calls against the servers' transaction logs
+    (test/nemesis_barriers.py); the checker's self-test first."""
+    if run.broken:
+        return []
+    nemesis_barriers.self_test()
+    sys.path.insert(0, HERE + "/zk")
+    import zktxnlog
+    txns = zktxnlog.committed(["%s/zk%d" % (run.base, i) for i in (1, 2, 3)])
+    calls = [c for m in run.members for c in m.calls]
+    v, facts = nemesis_barriers.check(txns, calls, BARRIER_PLACE, BARRIER_PARTIES, T,
+                                      run.alive_at or float("inf"), BARRIER_FINAL)
+    violations += v
+    notes += ["barriers: " + f for f in facts]
+    return calls
+
+
 def summary(run, violations, notes, ops):
     say("== summary (seed %s, %d s%s)" % (run.seed, run.args.seconds,
                                           ", --broken" if run.broken else ""))
@@ -1355,6 +1537,38 @@ def summary(run, violations, notes, ops):
     return missing
 
 
+def barrier_summary(run, calls):
+    """The barrier members' line; what they did not exercise."""
+    if run.broken:
+        return []
+    intervals = [(f["start"], f["end"]) for f in run.nemesis.log if "error" not in f]
+    by = {}
+    for c in calls:
+        by.setdefault(c["kind"], {}).setdefault(c["result"], 0)
+        by[c["kind"]][c["result"]] += 1
+    # A round passed: every member's leave returned true.
+    leaves = {}
+    for c in calls:
+        if c["kind"] == "leave" and c["result"] == "t":
+            leaves.setdefault(c["name"], []).append(c)
+    passed = [ls for name, ls in leaves.items() if len(ls) == BARRIER_PARTIES]
+    during = sum(1 for ls in passed if any(s <= max(c["t1"] for c in ls) and
+                                           min(c["t0"] for c in ls) <= e for s, e in intervals))
+    again = sum(1 for m in run.members for a, b in zip(m.calls, m.calls[1:])
+                if a["kind"] == "enter" and a["result"] not in ("t", "f")
+                and b["kind"] == "enter" and b["name"] == a["name"])
+    print("barrier: %d rounds passed whole (%d during faults); %s; %d entered again after "
+          "an error" % (len(passed), during, "; ".join(
+              "%s %s" % (k, " ".join("%s:%d" % kv for kv in sorted(v.items())))
+              for k, v in sorted(by.items())), again))
+    missing = []
+    if len(passed) < 30:
+        missing.append("barrier: %d rounds passed whole (< 30)" % len(passed))
+    if not during:
+        missing.append("barrier: no round passed whole during a fault")
+    return missing
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=None)
@@ -1385,10 +1599,11 @@ def main():
         run.go()
         run.after_heal()
         violations, notes, ops = check(run)
+        calls = check_barriers(run, violations, notes)
         with open(run.base + "/history.json", "w") as f:
-            json.dump(dict(seed=args.seed, ops=ops,
+            json.dump(dict(seed=args.seed, ops=ops, barrier_calls=calls,
                            faults=run.nemesis.log if run.nemesis else []), f, default=str)
-        missing = summary(run, violations, notes, ops)
+        missing = summary(run, violations, notes, ops) + barrier_summary(run, calls)
         if run.broken:
             code = 0 if violations else 1
             say("--broken: the checker %s" % ("found violations, as it must" if violations
