@@ -12,8 +12,11 @@ when it made the txn, before it committed it: on the same machine's clock
 as t1, so a reply that depends on a txn comes after the txn's time.
 
 Checked, with parties P:
-* every ready was created when at least P members (children other than
-  ready) existed, so that
+* every ready was created after its creator counted at least P members
+  (children other than ready): P of them existed together at some zxid
+  between the creator's member node's and ready's (a member counted may
+  go before ready is created: its enter timed out, or its session ended),
+  so that
 * no member returned from enter before P members existed with a czxid
   below that of the ready it passed on (the latest ready created at its
   path before it returned);
@@ -30,7 +33,9 @@ SLACK_S = 1.0          # a round trip or two, and the members' scheduling
 
 def replay(txns, place):
     """Per barrier path under place: ready creations (zxid, time_ms,
-    members alive) and each member node's deletion time (ms, or None)."""
+    members alive, the most members alive at once since the creator's
+    member node was created) and each member node's deletion time (ms, or
+    None)."""
     bars = {}
     owned = {}                                   # session -> ephemeral paths
     gone = {}                                    # member path -> time_ms
@@ -49,23 +54,29 @@ def replay(txns, place):
                 bar, child = split(path)
                 if bar in bars and child in bars[bar]["alive"]:
                     del bars[bar]["alive"][child]
+                    bars[bar]["counts"].append((zxid, len(bars[bar]["alive"])))
                     gone[path] = time_ms
             continue
         for op, path, ephemeral in ops:
             bar, child = split(path)
             if bar is None:
                 continue
-            b = bars.setdefault(bar, {"alive": {}, "readys": []})
+            b = bars.setdefault(bar, {"alive": {}, "readys": [], "counts": [], "entered": {}})
             if op == "create":
                 if child == "ready":
-                    b["readys"].append((zxid, time_ms, sorted(b["alive"])))
+                    since = b["entered"].get(session, zxid)
+                    most = max([n for z, n in b["counts"] if z >= since] + [len(b["alive"])])
+                    b["readys"].append((zxid, time_ms, sorted(b["alive"]), most))
                 else:
                     b["alive"][child] = zxid
+                    b["counts"].append((zxid, len(b["alive"])))
+                    b["entered"][session] = zxid
                     gone.setdefault(bar + "/" + child, None)
                     if ephemeral:
                         owned.setdefault(session, set()).add(path)
             elif op == "delete" and child != "ready" and child in b["alive"]:
                 del b["alive"][child]
+                b["counts"].append((zxid, len(b["alive"])))
                 gone[path] = time_ms
                 for paths in owned.values():
                     paths.discard(path)
@@ -77,10 +88,10 @@ def check(txns, calls, place, parties, T, alive_at, final_name):
     violations, facts = [], []
     bars, gone = replay(txns, place)
     for bar, b in sorted(bars.items()):
-        for zxid, time_ms, members in b["readys"]:
-            if len(members) < parties:
+        for zxid, time_ms, members, most in b["readys"]:
+            if most < parties:
                 violations.append("barrier %s: ready (zxid %#x) created with %d members "
-                                  "(parties %d)" % (bar, zxid, len(members), parties))
+                                  "(parties %d)" % (bar, zxid, most, parties))
     passed = {}                                  # (member, name) -> the ready it passed on
     for c in sorted(calls, key=lambda c: c["t1"]):
         bar = place + c["name"]
@@ -92,10 +103,10 @@ def check(txns, calls, place, parties, T, alive_at, final_name):
                                   "ready was created" % (bar, c["member"], c["t1"]))
                 continue
             passed[(c["member"], c["name"])] = before[-1]
-            if len(before[-1][2]) < parties:
+            if before[-1][3] < parties:
                 violations.append("barrier %s: %s returned from enter on a ready (zxid %#x) "
                                   "of %d members" % (bar, c["member"], before[-1][0],
-                                                     len(before[-1][2])))
+                                                     before[-1][3]))
         elif c["kind"] == "leave" and c["result"] == "t":
             ready = passed.get((c["member"], c["name"]))
             if ready is None:
@@ -161,6 +172,20 @@ def self_test():
     for want, (txns, calls) in cases.items():
         v, _ = check(txns, calls, place, P, T, 0.5, "g")
         assert any(want in s for s in v), "the checker missed '%s': %s" % (want, v)
+    # A member counted, then gone before ready (its enter timed out).
+    counted = [txn(1, 1000, ("create", "g/a", True)),
+               txn(2, 1010, ("create", "g/b", True), session=2),
+               txn(3, 1015, ("delete", "g/a", False)),
+               txn(4, 1020, ("create", "g/ready", False), session=2)]
+    v, _ = check(counted, [call("b", "g", "enter", 1.0, 1.03)], place, P, T, 0.5, "x")
+    assert not any("ready" in s for s in v), v
+    # ... but not when it went before the creator entered.
+    early = [txn(1, 1000, ("create", "g/a", True)),
+             txn(2, 1005, ("delete", "g/a", False)),
+             txn(3, 1010, ("create", "g/b", True), session=2),
+             txn(4, 1020, ("create", "g/ready", False), session=2)]
+    v, _ = check(early, [call("b", "g", "enter", 1.0, 1.03)], place, P, T, 0.5, "x")
+    assert any("created with 1 members" in s for s in v), v
     # A session's close takes its members with it.
     late_leave = good_calls[:3] + [call("b", "g", "leave", 1.05, 1.105)]
     v, _ = check(good_txns[:3] + [(4, 1100, 1, -11, [])], late_leave, place, P, T, 0.5, "g")
