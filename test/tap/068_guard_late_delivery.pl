@@ -16,7 +16,11 @@
 # at X, P + T rounded up to its next tick (checked against its "Expiring
 # session" line).  B queues for lock G and is granted after X.  At X + 0.6 s
 # the relay releases what the leader sent before X - 0.1 s, the rest a
-# second later.  Shapes:
+# second later.  Meanwhile the relay refuses A's new connections: a client
+# whose requests wait behind a sync the follower cannot answer hears
+# nothing and reconnects after 2T/3, and the reconnect's REVALIDATE would
+# touch the session, which then lives on; refused, it expires at X, and
+# A's COMMIT must fail rather than pass after B's grant.  Shapes:
 #   i:   A holds G in a transaction; during the stall another backend of A
 #        reads (zk_lock_queue) at X - 0.35 s - 0.3 T, and A commits at
 #        X - 0.3 s;
@@ -274,6 +278,7 @@ sub stall_round
 	if ($held)
 	{
 		$zk->relay_cmd("arm hold l>f touch $sid");
+		$zk->relay_cmd('refuse client on');
 		my $answer = $zk->relay_cmd('wait ' . 2 * $Ts);
 		($P) = $answer =~ /^hold (\S+)/ or die "relay: no hold ($answer)";
 	}
@@ -326,6 +331,7 @@ sub stall_round
 		push @released, $zk->relay_cmd(sprintf('release l>f before %.6f', $X - 0.1));
 		sleep_until_mono($X + 1.6);
 		push @released, $zk->relay_cmd('release l>f all');
+		$zk->relay_cmd('refuse client off');
 	}
 	wait_marker($a, 'committed');
 	my $read = defined $read_sent ? ' (' . read_outcome($env) . ')' : '';
@@ -341,11 +347,9 @@ SELECT extract(epoch FROM pg_xact_commit_timestamp(xmin)) FROM work WHERE round 
 	my $expiring = $held ? expiring_at($zk, $sid) : undef;
 
 	# The event order: the COMMIT (or the create) was sent before
-	# X - 0.1 s, and the leader expired the session at X (within 0.1 s),
-	# unless it heard of A again after P: a reconnect's REVALIDATE (a
-	# client whose requests wait behind a held sync hears nothing and
-	# reconnects after 2T/3) touches the session, and then the session
-	# lives on.
+	# X - 0.1 s, the leader heard of A no more after P (no REVALIDATE: the
+	# relay refused A's reconnects) and expired the session at X (within
+	# 0.1 s).
 	my $lines = relay_lines($zk, $env->{from});
 	my ($revalidated) = map { $_->[0] } grep {
 		$_->[1] eq 'quorum' && $_->[3] eq 'f>l' && $_->[0] > $P && $_->[0] < $X
@@ -356,8 +360,12 @@ SELECT extract(epoch FROM pg_xact_commit_timestamp(xmin)) FROM work WHERE round 
 	{
 		($shape_ok, $why) = (0, $missed);
 	}
-	elsif ($held && !defined $revalidated
-		&& (!defined $expiring || abs($expiring - mono_to_epoch($X)) > 0.1))
+	elsif ($held && defined $revalidated)
+	{
+		($shape_ok, $why) = (0, sprintf('the leader heard of A at X %+.3f s',
+				$revalidated - $X));
+	}
+	elsif ($held && (!defined $expiring || abs($expiring - mono_to_epoch($X)) > 0.1))
 	{
 		($shape_ok, $why) = (0, 'the leader did not expire the session at X');
 	}
@@ -383,9 +391,7 @@ SELECT extract(epoch FROM pg_xact_commit_timestamp(xmin)) FROM work WHERE round 
 		defined $aligned_at ? ' (aligning read ' . $rel->(mono_to_epoch($aligned_at)) . ')' : '',
 		$rel->(defined $read_sent ? mono_to_epoch($read_sent) : undef), $read,
 		$rel->(mono_to_epoch($commit_sent)), join(',', @sent) || '-', scalar @part1,
-		defined $expiring ? $rel->($expiring)
-		: $held && defined $revalidated ? 'never: A touched again at ' . $rel->(mono_to_epoch($revalidated))
-		: '-',
+		defined $expiring ? $rel->($expiring) : '-',
 		@released ? 'released: ' . join('; ', map { /release l>f (\d+ bytes \d+ frames)/ ? $1 : $_ } @released) : 'nothing held',
 		$refused ? 'refused (40001)' : $commit_at ne '' ? 'committed'
 		: $errors ? "rolled back ($errors)" : 'not granted G in time',

@@ -81,6 +81,10 @@ of the connections open and of those opened while the command holds.
   held DIR           -> "ok DIR B bytes F frames" (held or delayed), with
                      " since MONO" (when the oldest was read) if any
   mark TEXT          write TEXT into the log -> "ok MONO"
+  refuse client on|off
+                     close new client connections at once (as a server
+                     that cannot be reached), or accept them again ->
+                     "ok refuse client on|off MONO"
 
 A cut keeps the connections open and drops every byte either way, and
 holds new quorum connections silent too (a partition, not a close).  A
@@ -119,6 +123,7 @@ fired = None            # future: set to (act, time) by an armed trigger
 holding = set()         # directions held
 lags = {}               # direction -> Lag
 pipes = {d: set() for d in DIRS}
+refusing_clients = False
 
 
 def log(text):
@@ -387,6 +392,10 @@ class ClientConn:
 
 async def client_link(reader, writer, target_port):
     global next_conn_id
+    if refusing_clients:
+        log("client - - refused (by command)")
+        writer.close()
+        return
     target = await tcpproxy.connect_target(writer, target_port, None)
     if target is None:
         return
@@ -647,6 +656,7 @@ def lag(args):
 
 async def command(cmd, args):
     """Carry out one control command; returns its answer."""
+    global refusing_clients
     if cmd == "arm":
         return arm(args)
     if cmd == "wait" and len(args) == 1:
@@ -675,6 +685,10 @@ async def command(cmd, args):
         return "ok %s %d bytes %d frames%s" % (
             d, sum(c[0] for c in counts), sum(c[1] for c in counts),
             " since %.6f" % min(oldest) if oldest else "")
+    if cmd == "refuse" and len(args) == 2 and args[0] == "client" and args[1] in ("on", "off"):
+        refusing_clients = args[1] == "on"
+        log("relay - - refuse client " + args[1])
+        return "ok refuse client %s %.6f" % (args[1], time.monotonic())
     if cmd == "mark":
         log("relay - - mark " + " ".join(args))
         return "ok %.6f" % time.monotonic()
