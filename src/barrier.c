@@ -252,17 +252,13 @@ static bool
 await_watch(BarrierCall *c, uint64 events)
 {
 	ZkSessionSnapshot before;
-	ZkSessionSnapshot now;
 
 	bridge_session_snapshot(&before);
 	for (;;)
 	{
 		long		left = time_left(c);
 
-		if (bridge_watch_events() != events)
-			return true;
-		bridge_session_snapshot(&now);
-		if (now.events != before.events)
+		if (bridge_woken_since(events, before.events))
 			return true;
 		if (left == 0)
 			return false;

@@ -443,7 +443,6 @@ static bool
 await_watch(Attempt *a, uint64 events)
 {
 	ZkSessionSnapshot before;
-	ZkSessionSnapshot now;
 
 	bridge_session_snapshot(&before);
 	for (;;)
@@ -451,10 +450,7 @@ await_watch(Attempt *a, uint64 events)
 		long		left = time_left(a);
 		long		until_check;
 
-		if (bridge_watch_events() != events)
-			return true;
-		bridge_session_snapshot(&now);
-		if (now.events != before.events)
+		if (bridge_woken_since(events, before.events))
 			return true;
 		if (left == 0)
 			return false;

@@ -842,6 +842,23 @@ bridge_watch_events(void)
 }
 
 /*
+ * What ends a wait for a watch: one of this backend's watches fired since
+ * watch_events (a bridge_watch_events() count), or the session had an event
+ * since session_events (a ZkSessionSnapshot's events).
+ */
+bool
+bridge_woken_since(uint64_t watch_events, uint64_t session_events)
+{
+	bool		woken;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	woken = my_slot->watch_events != watch_events ||
+		zk_shared->session.events != session_events;
+	SpinLockRelease(&zk_shared->mutex);
+	return woken;
+}
+
+/*
  * How many of this backend's exists watches fired: an exists watch set on a
  * missing node fires only when the node is created.
  */

@@ -123,6 +123,7 @@ extern void bridge_parent_seen(uint64_t key, bool exists);
 
 /* Waiting. */
 extern uint64_t bridge_watch_events(void);
+extern bool bridge_woken_since(uint64_t watch_events, uint64_t session_events);
 extern uint64_t bridge_exists_events(void);
 extern void bridge_wait(long timeout_ms);
 extern void bridge_wait_quietly(long timeout_ms);
