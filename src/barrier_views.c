@@ -213,31 +213,6 @@ foreign_data(NodeRead *r)
 	return r->data;
 }
 
-static void
-set_text(Datum *values, bool *nulls, int col, const char *text)
-{
-	if (text != NULL)
-		values[col] = CStringGetTextDatum(text);
-	else
-		nulls[col] = true;
-}
-
-/* The owner columns from a node's JSON: cluster_name, host, pid, database, user, application_name, time. */
-static void
-set_owner(Datum *values, bool *nulls, int col, NodeInfo *info)
-{
-	set_text(values, nulls, col, info->cluster_name);
-	set_text(values, nulls, col + 1, info->host && info->has_port ?
-			 psprintf("%s:%d", info->host, info->port) : NULL);
-	values[col + 2] = Int32GetDatum(info->pid);
-	nulls[col + 2] = !info->has_pid;
-	set_text(values, nulls, col + 3, info->database);
-	set_text(values, nulls, col + 4, info->user);
-	set_text(values, nulls, col + 5, info->application_name);
-	values[col + 6] = TimestampTzGetDatum(info->requested_at);
-	nulls[col + 6] = !info->has_requested_at;
-}
-
 typedef void (*BarrierEmitter) (BarrierRead *b, ReturnSetInfo *rsinfo);
 
 /* Read the barriers the first argument names, and emit each. */
@@ -348,14 +323,14 @@ emit_member_rows(BarrierRead *b, ReturnSetInfo *rsinfo)
 		values[3] = Int64GetDatum(r->czxid);
 		values[4] = Int32GetDatum(r->info.parties);
 		nulls[4] = !r->info.has_parties;
-		set_owner(values, nulls, 5, &r->info);
+		node_info_owner_columns(&r->info, values, nulls, 5);
 		/* Only this server's backends say whether they wait. */
 		local = strlen(r->child) == ZK_TAG_LEN ? bridge_local_pid(r->child) : 0;
-		set_text(values, nulls, 12, local != 0 ?
+		node_info_text_column(values, nulls, 12, local != 0 ?
 				 phases[bridge_barrier_wait_of(local, r->child)] : NULL);
 		/* Entered before ready was made: counted in for this round. */
 		values[13] = BoolGetDatum(b->has_ready && b->ready.czxid > r->czxid);
-		set_text(values, nulls, 14, foreign_data(r));
+		node_info_text_column(values, nulls, 14, foreign_data(r));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 }
@@ -418,8 +393,9 @@ zk_gates(PG_FUNCTION_ARGS)
 		values[2] = BoolGetDatum(!r->gone);
 		values[3] = Int64GetDatum(r->czxid);
 		nulls[3] = r->gone;
-		set_owner(values, nulls, 4, &r->info);
-		set_text(values, nulls, 11, r->gone ? NULL : foreign_data(r));
+		node_info_owner_columns(&r->info, values, nulls, 4);
+		node_info_text_column(values, nulls, 11,
+							  r->gone ? NULL : foreign_data(r));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

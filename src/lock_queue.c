@@ -508,15 +508,6 @@ blocked_by(LockRead *l, QueueNode *q)
 }
 
 static void
-set_text(Datum *values, bool *nulls, int col, const char *text)
-{
-	if (text != NULL)
-		values[col] = CStringGetTextDatum(text);
-	else
-		nulls[col] = true;
-}
-
-static void
 emit_holder_row(QueueRead *r, LockRead *l, const char *name, int i,
 				int position, ReturnSetInfo *rsinfo)
 {
@@ -529,16 +520,7 @@ emit_holder_row(QueueRead *r, LockRead *l, const char *name, int i,
 	values[1] = Int32GetDatum(position);
 	values[2] = CStringGetTextDatum(lock_mode_names[q->mode]);
 	values[3] = BoolGetDatum(q->holding);
-	set_text(values, nulls, 4, info->cluster_name);
-	set_text(values, nulls, 5, info->host && info->has_port ?
-			 psprintf("%s:%d", info->host, info->port) : NULL);
-	values[6] = Int32GetDatum(info->pid);
-	nulls[6] = !info->has_pid;
-	set_text(values, nulls, 7, info->database);
-	set_text(values, nulls, 8, info->user);
-	set_text(values, nulls, 9, info->application_name);
-	values[10] = TimestampTzGetDatum(info->requested_at);
-	nulls[10] = !info->has_requested_at;
+	node_info_owner_columns(info, values, nulls, 4);
 	values[11] = Int64GetDatum(q->czxid);
 	nulls[11] = q->unreadable;
 	values[12] = CStringGetTextDatum(q->child);

@@ -1,7 +1,8 @@
 /*
  * node_info.c
  *	  The JSON document a zklock node carries, naming its owner: written when
- *	  a node is created, read back on any PostgreSQL node without trusting it.
+ *	  a node is created, read back on any PostgreSQL node without trusting it,
+ *	  and shown in the views' owner columns.
  *
  * What is read comes from ZooKeeper, where any client may have written
  * anything: another server's encoding, text that is not JSON (Curator stores
@@ -425,4 +426,37 @@ node_info_owner(const NodeInfo *info)
 	if (named)
 		return psprintf("%s/%d", info->cluster_name, info->pid);
 	return psprintf("%s:%d/%d", info->host, info->port, info->pid);
+}
+
+/* ---- the views' columns ---- */
+
+/* A text column, NULL for a NULL string. */
+void
+node_info_text_column(Datum *values, bool *nulls, int col, const char *text)
+{
+	if (text != NULL)
+		values[col] = CStringGetTextDatum(text);
+	else
+		nulls[col] = true;
+}
+
+/*
+ * The seven owner columns from col on: cluster_name, host (host:port), pid,
+ * database, user, application_name and the time of the request, each NULL
+ * where the document does not say.
+ */
+void
+node_info_owner_columns(const NodeInfo *info, Datum *values, bool *nulls,
+						int col)
+{
+	node_info_text_column(values, nulls, col, info->cluster_name);
+	node_info_text_column(values, nulls, col + 1, info->host && info->has_port ?
+						  psprintf("%s:%d", info->host, info->port) : NULL);
+	values[col + 2] = Int32GetDatum(info->pid);
+	nulls[col + 2] = !info->has_pid;
+	node_info_text_column(values, nulls, col + 3, info->database);
+	node_info_text_column(values, nulls, col + 4, info->user);
+	node_info_text_column(values, nulls, col + 5, info->application_name);
+	values[col + 6] = TimestampTzGetDatum(info->requested_at);
+	nulls[col + 6] = !info->has_requested_at;
 }

@@ -42,5 +42,9 @@ extern char *node_info_json(const char *mode, int permits);
 extern char *node_info_barrier_json(const char *mode, int parties);
 extern bool node_info_parse(const char *data, int len, NodeInfo *info);
 extern char *node_info_owner(const NodeInfo *info);
+extern void node_info_text_column(Datum *values, bool *nulls, int col,
+								  const char *text);
+extern void node_info_owner_columns(const NodeInfo *info, Datum *values,
+									bool *nulls, int col);
 
 #endif							/* ZKLOCK_NODE_INFO_H */
