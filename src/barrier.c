@@ -98,6 +98,21 @@ typedef struct Membership
 static dlist_head memberships = DLIST_STATIC_INIT(memberships);
 
 /*
+ * Member nodes that failed calls of this backend left behind.  The delete
+ * that give_up asks for is dropped when the session was lost meanwhile (the
+ * worker takes its nodes as gone with it), but ZooKeeper may keep such a
+ * session longer than the worker judged (a new leader starts every
+ * session's clock afresh), and until then its node counts as a member.  The
+ * next enter deletes them before it creates its own node: a backend that
+ * enters again is never counted twice.  Fixed slots: give_up must not
+ * raise; with more, the oldest goes to ZooKeeper's expiry.
+ */
+#define LEFT_MEMBERS 8
+#define LEFT_MEMBER_PATH_MAX 1024
+static char left_members[LEFT_MEMBERS][LEFT_MEMBER_PATH_MAX];
+static int	left_member_next = 0;
+
+/*
  * One call at a gate or a barrier.  Requests in flight are each NULL or
  * the call's; on an error or a time-out, give_up undoes what is left.
  */
@@ -484,11 +499,29 @@ give_up(BarrierCall *c)
 	{
 		bridge_unwatch_held(c->hw);
 		bridge_delete_node(c->member);
+		if (strlen(c->member) < LEFT_MEMBER_PATH_MAX)
+		{
+			strcpy(left_members[left_member_next], c->member);
+			left_member_next = (left_member_next + 1) % LEFT_MEMBERS;
+		}
 		c->hw = NULL;
 		c->member = NULL;
 	}
 	else if (c->create_lost)
 		bridge_delete_tagged(c->path, c->tag);
+}
+
+/* Delete the member nodes failed calls left behind (left_members). */
+static void
+delete_left_members(BarrierCall *c)
+{
+	for (int i = 0; i < LEFT_MEMBERS; i++)
+	{
+		if (left_members[i][0] == '\0')
+			continue;
+		delete_if_there(c, left_members[i]);
+		left_members[i][0] = '\0';
+	}
 }
 
 /* ---- enter ---- */
@@ -688,6 +721,7 @@ judge_look(BarrierCall *c, bool *again)
 static bool
 enter(BarrierCall *c)
 {
+	delete_left_members(c);
 	zk_session_new_tag(c->tag);
 	bridge_set_barrier_wait(BARRIER_ENTERING, c->tag);
 	create_member(c);

@@ -13,10 +13,10 @@ as t1, so a reply that depends on a txn comes after the txn's time.
 
 Checked, with parties P:
 * every ready was created after its creator counted at least P members
-  (children other than ready): P of them existed together at some zxid
-  between the creator's member node's and ready's (a member counted may
-  go before ready is created: its enter timed out, or its session ended),
-  so that
+  (children other than ready; zklock's counted by backend, see members()):
+  P of them existed together at some zxid between the creator's member
+  node's and ready's (a member counted may go before ready is created: its
+  enter timed out, or its session ended), so that
 * no member returned from enter before P members existed with a czxid
   below that of the ready it passed on (the latest ready created at its
   path before it returned);
@@ -29,6 +29,14 @@ Checked, with parties P:
 """
 
 SLACK_S = 1.0          # a round trip or two, and the members' scheduling
+BACKEND_KEY = 13       # a zklock member's name begins with its backend's key
+
+
+def members(names):
+    """How many members the children (other than ready) are: zklock's by
+    backend, whichever session created them (a backend that entered again
+    while its lost session's node lingered is one member, not two)."""
+    return len({n[:BACKEND_KEY] if len(n) == 36 else n for n in names})
 
 
 def replay(txns, place):
@@ -54,7 +62,7 @@ def replay(txns, place):
                 bar, child = split(path)
                 if bar in bars and child in bars[bar]["alive"]:
                     del bars[bar]["alive"][child]
-                    bars[bar]["counts"].append((zxid, len(bars[bar]["alive"])))
+                    bars[bar]["counts"].append((zxid, members(bars[bar]["alive"])))
                     gone[path] = time_ms
             continue
         for op, path, ephemeral in ops:
@@ -65,18 +73,19 @@ def replay(txns, place):
             if op == "create":
                 if child == "ready":
                     since = b["entered"].get(session, zxid)
-                    most = max([n for z, n in b["counts"] if z >= since] + [len(b["alive"])])
+                    most = max([n for z, n in b["counts"] if z >= since]
+                               + [members(b["alive"])])
                     b["readys"].append((zxid, time_ms, sorted(b["alive"]), most))
                 else:
                     b["alive"][child] = zxid
-                    b["counts"].append((zxid, len(b["alive"])))
+                    b["counts"].append((zxid, members(b["alive"])))
                     b["entered"][session] = zxid
                     gone.setdefault(bar + "/" + child, None)
                     if ephemeral:
                         owned.setdefault(session, set()).add(path)
             elif op == "delete" and child != "ready" and child in b["alive"]:
                 del b["alive"][child]
-                b["counts"].append((zxid, len(b["alive"])))
+                b["counts"].append((zxid, members(b["alive"])))
                 gone[path] = time_ms
                 for paths in owned.values():
                     paths.discard(path)
@@ -185,6 +194,13 @@ def self_test():
              txn(3, 1010, ("create", "g/b", True), session=2),
              txn(4, 1020, ("create", "g/ready", False), session=2)]
     v, _ = check(early, [call("b", "g", "enter", 1.0, 1.03)], place, P, T, 0.5, "x")
+    assert any("created with 1 members" in s for s in v), v
+    # One backend's nodes of two sessions are one member.
+    key = "8f9a256e-a330-"
+    twice = [txn(1, 1000, ("create", "g/" + key + "000a-0000-0000000000ce", True)),
+             txn(2, 1010, ("create", "g/" + key + "000b-0000-0000000000cf", True), session=2),
+             txn(3, 1020, ("create", "g/ready", False), session=2)]
+    v, _ = check(twice, [], place, P, T, 0.5, "x")
     assert any("created with 1 members" in s for s in v), v
     # A session's close takes its members with it.
     late_leave = good_calls[:3] + [call("b", "g", "leave", 1.05, 1.105)]
