@@ -826,6 +826,11 @@ take_oneway(dsa_pointer dp, SharedRequest *sr)
  * backlog, in the order they were queued.
  */
 #define WORKER_MAX_IN_FLIGHT 250
+/*
+ * The backlog's share: two calls are kept for the proof's chain (a sync,
+ * and the read behind it, worker_proof.c), which never waits in the backlog.
+ */
+#define BACKLOG_MAX_IN_FLIGHT (WORKER_MAX_IN_FLIGHT - 2)
 
 static dsa_pointer backlog_head = InvalidDsaPointer;
 static dsa_pointer backlog_tail = InvalidDsaPointer;
@@ -858,16 +863,16 @@ take_request(dsa_pointer dp, SharedRequest *sr)
 }
 
 /*
- * Carry out the backlog's requests while fewer than WORKER_MAX_IN_FLIGHT
+ * Carry out the backlog's requests while fewer than BACKLOG_MAX_IN_FLIGHT
  * calls wait for answers; all of them when no session is open (each is then
  * answered at once).
  */
 void
 worker_issue_backlog(void)
 {
-	batch_begin(Min(backlog_length, WORKER_MAX_IN_FLIGHT - worker_calls_in_flight));
+	batch_begin(Min(backlog_length, Max(BACKLOG_MAX_IN_FLIGHT - worker_calls_in_flight, 0)));
 	while (DsaPointerIsValid(backlog_head) &&
-		   (worker_zh == NULL || worker_calls_in_flight < WORKER_MAX_IN_FLIGHT))
+		   (worker_zh == NULL || worker_calls_in_flight < BACKLOG_MAX_IN_FLIGHT))
 	{
 		dsa_pointer dp = backlog_head;
 		SharedRequest *sr = dsa_get_address(zk_area, dp);
