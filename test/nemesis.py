@@ -214,6 +214,21 @@ class Psql:
         out = self.run(sql, timeout)
         return out[0] if out else None
 
+    def timed(self, fn):
+        """SELECT fn -> (its value as text, clock_timestamp() right after
+        it returned)."""
+        value, at = self.one("SELECT ok, extract(epoch FROM clock_timestamp()) FROM "
+                             "(SELECT %s AS ok OFFSET 0) s" % fn).split("|")
+        return value, float(at)
+
+    def kill(self):
+        """End psql at once (and with it the connection)."""
+        try:
+            self.p.kill()
+            self.p.wait(5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
     def close(self):
         try:
             self.p.stdin.close()
@@ -490,11 +505,7 @@ class Client(threading.Thread):
     def drop(self):
         for c in (self.conn, self.res):
             if c:
-                try:
-                    c.p.kill()
-                    c.p.wait(5)
-                except (OSError, subprocess.TimeoutExpired):
-                    pass
+                c.kill()
         self.conn = self.res = None
         self.holding = None
 
@@ -528,13 +539,11 @@ class Client(threading.Thread):
     def acquire(self, fn):
         """SELECT fn -> grant time (clock_timestamp() right after it
         returned) or None when it timed out."""
-        out = self.q("SELECT ok, extract(epoch FROM clock_timestamp()) FROM "
-                     "(SELECT %s AS ok OFFSET 0) s" % fn)
-        ok, at = out[0].split("|")
+        ok, at = self.conn.timed(fn)
         if ok != "t":
             return None
         self.holding = self.conn.pid
-        return float(at)
+        return at
 
     def pause(self):
         return "SELECT pg_sleep(%.3f)" % (self.rng.random() * 0.1)
@@ -771,11 +780,7 @@ class BarrierMember(threading.Thread):
 
     def drop(self):
         if self.conn:
-            try:
-                self.conn.p.kill()
-                self.conn.p.wait(5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
+            self.conn.kill()
         self.conn = None
 
     def record(self, kind, name, t0, t1, result):
@@ -786,10 +791,7 @@ class BarrierMember(threading.Thread):
         """"t", "f", a SQLSTATE, "dropped" or "stuck"."""
         t0 = time.time()
         try:
-            out = self.conn.run("SELECT ok, extract(epoch FROM clock_timestamp()) FROM "
-                                "(SELECT %s AS ok OFFSET 0) s" % fn)
-            result, at = out[0].split("|")
-            t1 = float(at)
+            result, t1 = self.conn.timed(fn)
         except SqlError as e:
             result, t1 = e.state, time.time()
             if e.state == "55000":
