@@ -20,6 +20,7 @@ use IO::Socket::INET;
 use IO::Socket::UNIX;
 use IO::Uncompress::Unzip qw($UnzipError);
 use POSIX qw(:sys_wait_h);
+use PostgreSQL::Test::Cluster ();
 use Time::HiRes qw(sleep time);
 
 my $ZKTREE = dirname(__FILE__) . '/../zk/zktree.py';
@@ -29,25 +30,14 @@ my $ZKRELAY = dirname(__FILE__) . '/../zk/zkrelay.py';
 # "Expiring session"); without one, slf4j drops everything.  Under the
 # ZooKeeper's root (see zk_root).
 my @LOG4J_JARS = map { "/usr/share/java/$_.jar" } qw(slf4j-log4j12 log4j-1.2);
-my %ports_taken;
 my @live_objects;
 
-# A TCP port on 127.0.0.1 that nothing listens on right now.
+# A TCP port on 127.0.0.1 that nothing listens on right now, reserved
+# against every other test script of this run: the scripts run two at a
+# time (test/suites.sh), and PostgreSQL's port locks are what they share.
 sub free_port
 {
-	for (1 .. 200)
-	{
-		my $sock = IO::Socket::INET->new(
-			LocalAddr => '127.0.0.1',
-			LocalPort => 0,
-			Proto => 'tcp',
-			ReuseAddr => 0) or next;
-		my $port = $sock->sockport;
-		close $sock;
-		next if $ports_taken{$port}++;
-		return $port;
-	}
-	croak "no free port found";
+	return PostgreSQL::Test::Cluster::get_free_port();
 }
 
 # End a child process: TERM, then KILL if it is still there after 10 s.
