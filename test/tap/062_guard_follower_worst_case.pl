@@ -26,10 +26,12 @@
 # comes before A's commit record (pg_xact_commit_timestamp of A's row).  A
 # COMMIT that fails with 40001 is safe; in c, A must commit.
 #
-# ZKLOCK_GUARD_ROUNDS (default 2) rounds per shape; ZKLOCK_GUARD_TIMEOUTS
+# ZKLOCK_GUARD_ROUNDS (default 1) rounds per shape; ZKLOCK_GUARD_TIMEOUTS
 # (default "4000 8000") the session timeouts T to run, in ms, each with its
 # own ensemble (bench/run.sh: 30 rounds).  Prints one line per
 # round; times are in seconds from the create's sending.
+#
+# Runs alone: relay events placed to the millisecond.
 
 use strict;
 use warnings;
@@ -41,7 +43,7 @@ use Time::HiRes qw(time clock_gettime CLOCK_MONOTONIC);
 use RelayLog;
 use ZklockTest;
 
-my $rounds = $ENV{ZKLOCK_GUARD_ROUNDS} // 2;
+my $rounds = $ENV{ZKLOCK_GUARD_ROUNDS} // 1;
 my @timeouts = split ' ', ($ENV{ZKLOCK_GUARD_TIMEOUTS} // '4000 8000');
 # The worker's idle send interval, per T, as last measured: a new session
 # need not idle through several sends again before its round.
