@@ -144,7 +144,7 @@ zk_session_check_alive(ZkActivity doing)
 				 lost_message(doing),
 				 bridge_closed_for_settings(call_generation) ?
 				 errdetail("The server's session worker closed the session because zklock.hosts, zklock.session_timeout or zklock.auth changed at a reload; its nodes are gone.") :
-				 errdetail("The session expired or was disconnected for longer than its timeout; its nodes are gone."),
+				 errdetail("The session expired, or was disconnected for longer than its timeout; its nodes go when ZooKeeper expires it, after a change of leader up to one session timeout later."),
 				 doing == ZK_BARRIER ?
 				 errhint("The server's session worker opens a new session; a barrier's membership went with the old one.") :
 				 errhint("The server's session worker opens a new session; acquire the lock again.")));
