@@ -143,21 +143,34 @@ selected_suites()
 	echo "$selected"
 }
 
-# The chroots are made (or brought up to date) once the native major is
-# done, not alongside it: making them takes minutes of downloads and package
-# scripts that would slow down its timed tests.
+# The chroots are made (or brought up to date) while the native major runs
+# the parts that do not time anything closely (its build, pg_regress,
+# isolation and the TAP scripts that run two at a time): test/suites.sh
+# waits for $ZKLOCK_BUSY_PID to end before its other parts.  Making them
+# takes minutes, mostly of downloads and package scripts.
 prepare_pid=""
-prepare_chroots()
+prepare_done=""
+
+# The majors of the run that are in a chroot, "major where" a line.
+chroot_majors()
 {
 	local entry major where suites
 	for entry in "${matrix[@]}"; do
 		read -r major where suites <<<"$entry"
 		if wanted_major "$major" && [ "$where" != native ] &&
 			[ -n "$(selected_suites $suites)" ]; then
-			ZKLOCK_RESULTS=$results ZKLOCK_PREPARE_ONLY=1 \
-				bash "$ZKLOCK_SRC/test/majors.sh" "$where" "$major" - || true
+			echo "$major $where"
 		fi
 	done
+}
+
+prepare_chroots()
+{
+	local major where
+	while read -r major where; do
+		ZKLOCK_RESULTS=$results ZKLOCK_PREPARE_ONLY=1 \
+			bash "$ZKLOCK_SRC/test/majors.sh" "$where" "$major" - </dev/null || true
+	done < <(chroot_majors)
 }
 
 declare -A major_time=()
@@ -192,15 +205,20 @@ for entry in "${matrix[@]}"; do
 	read -r major where suites <<<"$entry"
 	wanted_major "$major" || continue
 	selected=$(selected_suites $suites)
-	if [ "$where" != native ] && [ -z "$prepare_pid" ]; then
-		echo "== making the chroots ($work/prepare.log)"
+	if [ -z "$prepare_pid" ] && [ -n "$(chroot_majors)" ]; then
+		echo "== making the chroots in the background ($work/prepare.log)"
 		prepare_chroots >"$work/prepare.log" 2>&1 &
 		prepare_pid=$!
+	fi
+	if [ "$where" != native ] && [ -n "$prepare_pid" ] && [ -z "$prepare_done" ]; then
 		wait "$prepare_pid" || true
+		prepare_done=1
+		echo "== the chroots ($work/prepare.log)"
 		cat "$work/prepare.log"
 	fi
 	if [ -n "$selected" ]; then
-		run_major "$major" "$where" "$selected"
+		if [ -n "$prepare_done" ]; then busy=""; else busy=$prepare_pid; fi
+		ZKLOCK_BUSY_PID=$busy run_major "$major" "$where" "$selected"
 	fi
 done
 

@@ -146,10 +146,38 @@ fi
 if wanted isolation; then
 	suite isolation regress installcheck REGRESS= TAP_TESTS= EXTRA_REGRESS_OPTS="$temp_opts"
 fi
+# Before a part that times things closely: $ZKLOCK_BUSY_PID (run-all.sh
+# making the chroots) must have ended.
+wait_until_quiet()
+{
+	local pid=${ZKLOCK_BUSY_PID:-} start=$SECONDS
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+		echo "== waiting for process $pid (the chroots) to end"
+		while kill -0 "$pid" 2>/dev/null; do sleep 1; done
+		echo "   waited $((SECONDS - start)) s"
+	fi
+}
+
 if wanted TAP; then
 	# $ZKLOCK_TAP_TESTS: only these scripts (test/run-all.sh says which).
-	suite TAP tap installcheck REGRESS= ISOLATION= PROVE_FLAGS="--timer" \
-		${ZKLOCK_TAP_TESTS:+"PROVE_TESTS=$ZKLOCK_TAP_TESTS"}
+	# Most scripts spend their time waiting out session timeouts and
+	# stalls, so they run two at a time; a script whose header says "Runs
+	# alone" (a bound on elapsed time, hundreds of backends) runs after
+	# them, by itself.  Each make run starts tmp_check afresh, after suite
+	# has shown the logs of the last one's failures.
+	paired=() alone=()
+	for t in ${ZKLOCK_TAP_TESTS:-$(cd "$tree" && echo test/tap/*.pl)}; do
+		if grep -q '^# Runs alone: ' "$tree/$t"; then alone+=("$t"); else paired+=("$t"); fi
+	done
+	if [ ${#paired[@]} -gt 0 ]; then
+		suite "TAP, two at a time" tap installcheck REGRESS= ISOLATION= \
+			PROVE_FLAGS="--timer -j2" PROVE_TESTS="${paired[*]}"
+	fi
+	if [ ${#alone[@]} -gt 0 ]; then
+		wait_until_quiet
+		suite "TAP, one at a time" tap installcheck REGRESS= ISOLATION= \
+			PROVE_FLAGS="--timer" PROVE_TESTS="${alone[*]}"
+	fi
 fi
 
 # The randomized fault run (test/nemesis.sh; docs/testing.md, "The nemesis
@@ -157,6 +185,7 @@ fi
 # run prints its seed), 3 minutes each, and --broken, which proves the
 # checker by finding the overlaps of per-node advisory locks.
 if wanted nemesis; then
+	wait_until_quiet
 	for run in "--seed 7" "" "--broken --seed 3"; do
 		start=$SECONDS
 		log=$work/nemesis.log

@@ -3,6 +3,8 @@
 # the lock as soon as the holder on the other node releases it, disconnects
 # or is terminated, long before the ZooKeeper session timeout would have
 # freed it.
+#
+# Runs alone: a waiter's grant is bounded at 2 s.
 
 use strict;
 use warnings;

@@ -5,6 +5,9 @@
 # the session its predecessor left and closes it, so the waiter on the other
 # node gets the lock as soon as that worker is up, well before the session
 # timeout (10 s here, the default).  The time is noted, for the record.
+#
+# Runs alone: grants after kill -9 are bounded at 5 s, a crash restart
+# included.
 
 use strict;
 use warnings;

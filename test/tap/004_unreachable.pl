@@ -3,6 +3,8 @@
 # hosts, within zklock.connect_timeout, and leaves nothing behind.  Once the
 # servers are back and the session worker has its session, the same
 # PostgreSQL session locks again.
+#
+# Runs alone: each call must fail within the connect timeout plus 1.5 s.
 
 use strict;
 use warnings;

@@ -3,6 +3,8 @@
 # nothing else (a release wakes one waiter, no herd); a waiter that gives up,
 # by timeout or cancel, leaves the queue and takes its watch with it; the
 # waiters are granted in queue order across nodes.
+#
+# Runs alone: it measures the CPU time of waiting backends.
 
 use strict;
 use warnings;

@@ -5,6 +5,8 @@
 # are counted as they happen; zk_session_stats counts sessions and requests;
 # zk_lock_stats_reset starts again from zero.  And zklock.log_level lets the
 # ZooKeeper client's messages through to the server log.
+#
+# Runs alone: it expects a reload to have reached the worker 0.5 s later.
 
 use strict;
 use warnings;

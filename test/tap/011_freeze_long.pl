@@ -5,6 +5,9 @@
 # waits for a verdict and fails once the session must have expired, so its
 # work rolls back.  After the servers resume, node_b gets the lock, and
 # node_a's next acquire works on a new session.
+#
+# Runs alone: it must see the session suspended within a third of a 4 s
+# timeout.
 
 use strict;
 use warnings;

@@ -7,6 +7,8 @@
 # The client notices silence after 2/3 of the timeout, the server expires a
 # session a full timeout after it last heard from it.  So the holder talks to
 # ZooKeeper right before the freeze, and the freeze lasts 3/4 of the timeout.
+#
+# Runs alone: the client must reconnect within 2.5 s of the servers' resume.
 
 use strict;
 use warnings;

@@ -7,6 +7,8 @@
 # in immediate mode and stays down: its node stays until the server's
 # session expires, then goes, and the next waiter gets the lock within the
 # session timeout.  None lingers.
+#
+# Runs alone: grants after crashes are bounded at half the session timeout.
 
 use strict;
 use warnings;

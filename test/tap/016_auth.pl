@@ -7,6 +7,8 @@
 # new session; malformed ones (not user:password) fail with 22023 without
 # showing them.  The credentials are hidden from ordinary users and never
 # logged.
+#
+# Runs alone: a refusal is bounded at 0.5 s.
 
 use strict;
 use warnings;

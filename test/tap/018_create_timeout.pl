@@ -7,6 +7,8 @@
 # again), never raised as an error that leaves the node behind to block the
 # lock for as long as the backend lives.  zklock.connect_timeout, which
 # bounds the acquisition's own round trips, is set above the freeze.
+#
+# Runs alone: the client must reconnect within 1.5 s of the servers' resume.
 
 use strict;
 use warnings;

@@ -13,6 +13,8 @@
 #    terminated, within 1 s.
 # 3. A connected session does not resolve its hosts again on every turn of
 #    the client (thousands of look-ups under load otherwise).
+#
+# Runs alone: terminations are bounded at 1 s, 50 times.
 
 use strict;
 use warnings;

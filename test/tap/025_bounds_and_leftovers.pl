@@ -19,6 +19,8 @@
 #    Counted in creates: four whether the root went too or only the parent
 #    (five before, in three round trips), and five for a server that never
 #    saw the parent, with the root gone (six before).
+#
+# Runs alone: waits are bounded at 1 s and at their timeouts plus 0.5 s.
 
 use strict;
 use warnings;

@@ -9,6 +9,8 @@
 # connections and a HINT naming maxClientCnxns rather than a generic timeout;
 # once a place is free, the worker gets its session and the same backend
 # locks.
+#
+# Runs alone: a failure is bounded at the connect timeout plus 1 s.
 
 use strict;
 use warnings;

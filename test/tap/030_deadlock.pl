@@ -9,6 +9,9 @@
 # that all look at the same moment, a victim that looks once, a cycle
 # through a row lock on one node, and one through a semaphore.  Also: blocked_by shows whom a waiter waits
 # for.
+#
+# Runs alone: detections are bounded at deadlock_timeout plus 1 s, and one
+# at 0.6 s.
 
 use strict;
 use warnings;

@@ -11,6 +11,8 @@
 #    (timeout_ms) before the other looks.
 # 4. A real cycle through a Kazoo client, which publishes nothing: the zklock
 #    member's wait ends by its timeout_ms, never by 40P01.
+#
+# Runs alone: six busy loops for 60 s, and a 0.7 s window between two looks.
 
 use strict;
 use warnings;

@@ -13,6 +13,8 @@
 # 3. The victim's connection is cut while it looks and comes back at once:
 #    it looks again and still finds the deadlock.
 # Nothing either leaves in ZooKeeper outlives it.
+#
+# Runs alone: a cut must land before a look 0.3 s away.
 
 use strict;
 use warnings;

@@ -19,6 +19,9 @@
 #    on zklock.root) does not fail the wait (it raised 42501).
 # 5. Forged published waits (nested 100,000 deep; naming another session's
 #    node) neither fail the wait nor make a false deadlock.
+#
+# Runs alone: detections are bounded at 4.5 s, and B must wait within 1.6 s
+# of A.
 
 use strict;
 use warnings;

@@ -16,6 +16,9 @@
 # worker may notice the expiry first when the server resumes, which the
 # guard alone must not rely on: the first part checks the guard itself, by
 # its requests.)
+#
+# Runs alone: COMMITs must fall within two thirds of a 2 s timeout of a
+# proof.
 
 use strict;
 use warnings;

@@ -8,6 +8,8 @@
 # own node is deleted stops waiting at once.  And a transaction that ran
 # while a session lock was lost cannot be prepared either (PREPARE is
 # guarded like COMMIT), nor does the loss leak into the next transaction.
+#
+# Runs alone: a release is bounded at 3 s, a Kazoo start included.
 
 use strict;
 use warnings;

@@ -7,6 +7,8 @@
 # makes the worker close the session: a call made meanwhile is cancelled by
 # its statement_timeout on time, instead of after the close.  Once the
 # servers are back, the backend locks again, on the worker's new session.
+#
+# Runs alone: a cancel is bounded at 2 s.
 
 use strict;
 use warnings;

@@ -16,6 +16,8 @@
 #    worker opens a new session.
 # 6. A backend stopped with SIGSTOP past the session timeout: its locks stay
 #    held, like advisory locks, and it goes on when resumed.
+#
+# Runs alone: failures are bounded at 0.5 s and 3 s.
 
 use strict;
 use warnings;

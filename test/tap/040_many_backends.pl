@@ -5,6 +5,8 @@
 # connections per client address): every one is granted, through one
 # connection and one session.  No backend runs a thread besides its own; the
 # session worker neither.  When they all disconnect, nothing is left behind.
+#
+# Runs alone: 500 backends.
 
 use strict;
 use warnings;

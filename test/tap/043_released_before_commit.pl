@@ -11,6 +11,9 @@
 # zklock.on_lost_lock = warning it commits, with the WARNING).  The same for
 # zk_lock_release_all() and for a hold undone by ROLLBACK TO SAVEPOINT.  A
 # release that the server confirms costs the COMMIT nothing more.
+#
+# Runs alone: COMMITs must fall within two thirds of a 2 s timeout of a
+# reply.
 
 use strict;
 use warnings;

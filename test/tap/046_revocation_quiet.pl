@@ -17,6 +17,8 @@
 #     SIGINT cancelled it there with 57014, every time).
 #  4. A user's own cancel still ends a statement in that window, and a
 #     release that waits for its answer.
+#
+# Runs alone: two busy loops of 1,000 rounds race each other.
 
 use strict;
 use warnings;

@@ -13,6 +13,8 @@
 #    worker drops the connection without ending the session, which the
 #    server expires after its timeout; meanwhile no other COMMIT passes the
 #    guard (40001).
+#
+# Runs alone: a COMMIT must find the session closing 0.3 s after a reload.
 
 use strict;
 use warnings;

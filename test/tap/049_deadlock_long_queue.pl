@@ -12,6 +12,8 @@
 # the worker's replies' acknowledgements included); once the holder lets go,
 # every waiter is granted, in queue order, within 5 s; none of them fails
 # with a false 40P01.
+#
+# Runs alone: 150 backends, and a queue must drain within 5 s.
 
 use strict;
 use warnings;

@@ -15,6 +15,9 @@
 # the server holds no lock afterwards.  The same after 200 backends
 # terminated (pg_terminate_backend) while their requests were in flight,
 # ZooKeeper stopped: their replies come to nobody.
+#
+# Runs alone: 1,500 connections and 200 backends, and it measures shared
+# memory.
 
 use strict;
 use warnings;

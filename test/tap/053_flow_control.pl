@@ -12,6 +12,8 @@
 # requests are in flight, the rest queued.  ZooKeeper goes on: every release
 # is confirmed, in the same session, and the slowest is reported.  The same
 # for 1,000 acquisitions at once.  (The benchmark runs 2,000.)
+#
+# Runs alone: 1,000 backends, and it counts requests in flight.
 
 use strict;
 use warnings;

@@ -24,6 +24,8 @@
 #    mark (committing) nobody cleared: the next close of the session waited
 #    for it, then dropped the connection and left every lock of the server
 #    to the session timeout.
+#
+# Runs alone: 1,000 connections and four busy loops in 25 s phases.
 
 use strict;
 use warnings;

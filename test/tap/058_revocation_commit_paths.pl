@@ -25,6 +25,8 @@
 #     after an autocommit statement, inside a block after another
 #     statement, after a failed COMMIT, and in a procedure after its COMMIT
 #     or ROLLBACK AND CHAIN, is interrupted while it sleeps.
+#
+# Runs alone: a request must be heard while a 2 s trigger sleep still runs.
 
 use strict;
 use warnings;

@@ -17,6 +17,9 @@
 # In the old naming B's look saw a cycle: B waits for A, whose old node
 # holds; A waits (with its new node) for B's old node.  Now both wait, look,
 # and are granted in turn once the old session expires, with no 40P01.
+#
+# Runs alone: the reconnect and six looks must end within a new leader's 6
+# s.
 
 use strict;
 use warnings;

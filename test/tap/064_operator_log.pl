@@ -12,6 +12,8 @@
 # own for each of these events.  And item 7's figures: when the old session
 # is closed on each path, against the log's redo, end-of-recovery checkpoint
 # and "ready to accept connections", with some WAL to replay.
+#
+# Runs alone: grants are bounded at 6 s, crash recovery included.
 
 use strict;
 use warnings;

@@ -50,6 +50,8 @@
 # first of those) where the lag shapes run; ZKLOCK_ZK_ROOT runs another
 # ZooKeeper (test/perl/ZkServer.pm).  bench/run.sh: 30 rounds.  Prints one
 # line per round; times are in seconds from X.
+#
+# Runs alone: relay events placed to the millisecond.
 
 use strict;
 use warnings;

@@ -16,6 +16,9 @@
 #
 # The timings are the point: 1.6 takes 2C where the bound is C + 0.5 s.
 # pg_settings says what the setting bounds.
+#
+# Runs alone: calls are bounded at the connect timeout plus 0.5 s, some at
+# 0.5 s.
 
 use strict;
 use warnings;

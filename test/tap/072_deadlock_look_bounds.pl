@@ -16,6 +16,8 @@
 #     backend, and the first look comes only after deadlock_timeout): its
 #     second look is the last for weeks.  1.6 looked again at once, without
 #     end.
+#
+# Runs alone: a look is bounded at 4 s for 2.5 s of work.
 
 use strict;
 use warnings;

@@ -8,6 +8,8 @@
 # pg_terminate_backend, kill -9 of a member inside (its node goes through
 # the crash restart's reaper), a whole server gone (its members go within
 # the session timeout).
+#
+# Runs alone: grants are bounded at 3 s after kill -9.
 
 use strict;
 use warnings;

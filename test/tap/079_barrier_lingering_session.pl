@@ -11,6 +11,8 @@
 # of three members.  Now each enter deletes the node a failed call of its
 # backend left before it creates its own: both wait, and time out, and no
 # ready is made.
+#
+# Runs alone: sessions must be given up within 2 s after the timeout.
 
 use strict;
 use warnings;
