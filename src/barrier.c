@@ -102,10 +102,11 @@ static dlist_head memberships = DLIST_STATIC_INIT(memberships);
  * that give_up asks for is dropped when the session was lost meanwhile (the
  * worker takes its nodes as gone with it), but ZooKeeper may keep such a
  * session longer than the worker judged (a new leader starts every
- * session's clock afresh), and until then its node counts as a member.  The
- * next enter deletes them before it creates its own node: a backend that
- * enters again is never counted twice.  Fixed slots: give_up must not
- * raise; with more, the oldest goes to ZooKeeper's expiry.
+ * session's clock afresh), and until then its node counts as a member for
+ * Curator and Kazoo.  The next enter, of any barrier, deletes them before
+ * it creates its own node; read_members counts a backend once whatever is
+ * left.  Fixed slots: give_up must not raise; with more, the oldest goes
+ * to ZooKeeper's expiry.
  */
 #define LEFT_MEMBERS 8
 #define LEFT_MEMBER_PATH_MAX 1024
@@ -554,29 +555,55 @@ take_members(BarrierCall *c, int *n)
 	return members;
 }
 
+/* Whether member (a child's name) is one of this backend's nodes. */
+static bool
+backends_member(const char *member)
+{
+	return strlen(member) == ZK_TAG_LEN &&
+		strncmp(member, bridge_owner(), ZK_OWNER_BACKEND_LEN) == 0;
+}
+
 /*
  * Read the other members of a listing in one pipelined round: a zklock
  * member that entered with other parties is an error.  *count gets the
  * members still there, ourselves counted, *oldest the lowest czxid among the
  * others (INT64_MAX if none).  False if a reply was lost: look again.
+ *
+ * A backend is one member, however many of its nodes there are.  Its other
+ * nodes than this call's are left from its failed calls, in a session that
+ * ZooKeeper kept longer than the worker judged or through a create whose
+ * reply was lost (left_members cannot name those): ours are deleted here,
+ * and another zklock backend's count once, as old as its newest.  So no
+ * order of deletes and creates in ZooKeeper counts a backend twice.
  */
 static bool
 read_members(BarrierCall *c, char **members, int n, int *count, int64 *oldest)
 {
 	const char *own = strrchr(c->member, '/') + 1;
+	char	  **backends = palloc(sizeof(char *) * (n + 1));
+	int64	   *newest = palloc(sizeof(int64) * (n + 1));
+	int			nbackends = 0;
 
 	*count = 1;
 	*oldest = PG_INT64_MAX;
 	c->gets = palloc0(sizeof(ZkRequest *) * (n + 1));
 	c->ngets = 0;
 	for (int i = 0; i < n; i++)
-		if (strcmp(members[i], own) != 0)
+	{
+		if (strcmp(members[i], own) == 0)
+			continue;
+		if (backends_member(members[i]))
+			delete_if_there(c, psprintf("%s/%s", c->path, members[i]));
+		else
 			c->gets[c->ngets++] = bridge_get(psprintf("%s/%s", c->path, members[i]));
+	}
 	for (int i = 0; i < c->ngets; i++)
 	{
 		ZkRequest  *get = c->gets[i];
+		const char *name = strrchr(get->path, '/') + 1;
 		NodeInfo	info;
 		int			rc;
+		int			b;
 
 		if (answer_lost(&c->gets[i], &rc))
 		{
@@ -590,8 +617,14 @@ read_members(BarrierCall *c, char **members, int n, int *count, int64 *oldest)
 		}
 		if (rc != ZOK)
 			zk_report_error(rc, ZK_ACTION_READ, get->path);
-		if (node_info_parse(get->data, get->data_len, &info) &&
-			info.has_parties && info.parties != c->parties)
+		if (!node_info_parse(get->data, get->data_len, &info) || !info.has_parties)
+		{
+			(*count)++;
+			*oldest = Min(*oldest, get->czxid);
+			finish(&c->gets[i]);
+			continue;
+		}
+		if (info.parties != c->parties)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("zklock barrier \"%s\" is in use with %d parties, not %d",
@@ -599,10 +632,21 @@ read_members(BarrierCall *c, char **members, int n, int *count, int64 *oldest)
 					 errdetail("Member \"%s\" entered with %d parties.",
 							   get->path, info.parties),
 					 errhint("Use the same parties for a barrier everywhere.")));
-		(*count)++;
-		*oldest = Min(*oldest, get->czxid);
+		for (b = 0; b < nbackends; b++)
+			if (strncmp(backends[b], name, ZK_OWNER_BACKEND_LEN) == 0)
+				break;
+		if (b == nbackends)
+		{
+			backends[nbackends] = pstrdup(name);
+			newest[nbackends++] = get->czxid;
+			(*count)++;
+		}
+		else
+			newest[b] = Max(newest[b], get->czxid);
 		finish(&c->gets[i]);
 	}
+	for (int b = 0; b < nbackends; b++)
+		*oldest = Min(*oldest, newest[b]);
 	c->ngets = 0;
 	return true;
 }

@@ -5,6 +5,7 @@ Usage: zkwrite.py HOSTS create PATH HEXDATA   creates PATH<10-digit sequence>
                                               (persistent, parents created),
                                               prints its path; HEXDATA @FILE
                                               reads the hex digits from FILE
+       zkwrite.py HOSTS put PATH HEXDATA      creates PATH itself (persistent)
        zkwrite.py HOSTS delete PATH           deletes PATH (if it exists)
        zkwrite.py HOSTS deleteall PATH [USER:PW]
                                               deletes PATH and everything below
@@ -46,6 +47,8 @@ def main():
         if action == "create":
             print(zk.create(path, hexdata(sys.argv[4]), sequence=True,
                             makepath=True))
+        elif action == "put":
+            zk.create(path, hexdata(sys.argv[4]))
         elif action in ("delete", "deleteall"):
             try:
                 zk.delete(path, recursive=action == "deleteall")
