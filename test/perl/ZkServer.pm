@@ -20,7 +20,6 @@ use IO::Socket::INET;
 use IO::Socket::UNIX;
 use IO::Uncompress::Unzip qw($UnzipError);
 use POSIX qw(:sys_wait_h);
-use PostgreSQL::Test::Cluster ();
 use Time::HiRes qw(sleep time);
 
 my $ZKTREE = dirname(__FILE__) . '/../zk/zktree.py';
@@ -31,13 +30,29 @@ my $ZKRELAY = dirname(__FILE__) . '/../zk/zkrelay.py';
 # ZooKeeper's root (see zk_root).
 my @LOG4J_JARS = map { "/usr/share/java/$_.jar" } qw(slf4j-log4j12 log4j-1.2);
 my @live_objects;
+my %ports_taken;
 
-# A TCP port on 127.0.0.1 that nothing listens on right now, reserved
-# against every other test script of this run: the scripts run two at a
-# time (test/suites.sh), and PostgreSQL's port locks are what they share.
+# A TCP port on 127.0.0.1 that nothing listens on right now.  In a TAP
+# script it is reserved through PostgreSQL's port locks, against the script
+# running beside it (test/suites.sh runs them two at a time); elsewhere
+# (zkctl) the kernel picks it.
 sub free_port
 {
-	return PostgreSQL::Test::Cluster::get_free_port();
+	return PostgreSQL::Test::Cluster::get_free_port()
+	  if defined &PostgreSQL::Test::Cluster::get_free_port;
+	for (1 .. 200)
+	{
+		my $sock = IO::Socket::INET->new(
+			LocalAddr => '127.0.0.1',
+			LocalPort => 0,
+			Proto => 'tcp',
+			ReuseAddr => 0) or next;
+		my $port = $sock->sockport;
+		close $sock;
+		next if $ports_taken{$port}++;
+		return $port;
+	}
+	croak "no free port found";
 }
 
 # End a child process: TERM, then KILL if it is still there after 10 s.
