@@ -143,9 +143,10 @@ selected_suites()
 	echo "$selected"
 }
 
-# The chroots are made (or brought up to date) while the native major runs
-# the parts that do not time anything closely (its build, pg_regress,
-# isolation and the TAP scripts that run two at a time): test/suites.sh
+# The chroots are made (or brought up to date) while the checks of the
+# manual and the sources, the simulation and the native major's parts that
+# do not time anything closely run (its build, pg_regress, isolation and
+# the TAP scripts that run two at a time): test/suites.sh
 # waits for $ZKLOCK_BUSY_PID to end before its other parts.  Making them
 # takes minutes, mostly of downloads and package scripts.
 prepare_pid=""
@@ -176,6 +177,12 @@ prepare_chroots()
 declare -A major_time=()
 run_start=$SECONDS
 
+if [ -n "$(chroot_majors)" ]; then
+	echo "== making the chroots in the background ($work/prepare.log)"
+	prepare_chroots >"$work/prepare.log" 2>&1 &
+	prepare_pid=$!
+fi
+
 # The manual, once, against the code (test/docs_check.py says what it
 # checks).
 echo "== the manual"
@@ -205,11 +212,6 @@ for entry in "${matrix[@]}"; do
 	read -r major where suites <<<"$entry"
 	wanted_major "$major" || continue
 	selected=$(selected_suites $suites)
-	if [ -z "$prepare_pid" ] && [ -n "$(chroot_majors)" ]; then
-		echo "== making the chroots in the background ($work/prepare.log)"
-		prepare_chroots >"$work/prepare.log" 2>&1 &
-		prepare_pid=$!
-	fi
 	if [ "$where" != native ] && [ -n "$prepare_pid" ] && [ -z "$prepare_done" ]; then
 		wait "$prepare_pid" || true
 		prepare_done=1

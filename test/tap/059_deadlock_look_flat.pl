@@ -11,8 +11,6 @@
 # (the leak: 50 MB), the worker's by less than 8 kB (the leak: one record
 # per look), and over the whole wait the waiter's requests count a handful
 # of watches, not one per look.
-#
-# Runs alone: it measures memory.
 
 use strict;
 use warnings;
