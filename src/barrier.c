@@ -333,6 +333,39 @@ report_removed(const char *name, const char *member)
 			 errhint("A superuser's zk_barrier_reset() deletes every member's node.")));
 }
 
+/*
+ * The call's member node is gone and this backend did not delete it:
+ * another client did (55000), or ZooKeeper, ending the session, which a
+ * read can show before the worker hears of the end (a server answers reads
+ * while it applies the session's close).  A delete in the session tells
+ * them apart by the order of replies, not by time: the leader refuses a
+ * closed session's write (08006) before it looks for the node.
+ */
+static void
+confirm_removed(BarrierCall *c)
+{
+	int			rc = delete_shared(c, c->member, -1);
+
+	if (rc == ZNOAUTH || rc == ZAUTHFAILED)
+		zk_report_error(rc, ZK_ACTION_DELETE, c->member);
+	if (rc != ZOK && rc != ZNONODE)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("ZooKeeper session was lost while at a zklock barrier or gate"),
+				 errdetail("ZooKeeper refused the session's request (%s) once its member node \"%s\" had gone with it.",
+						   zerror(rc), c->member),
+				 errhint("The server's session worker opens a new session; a barrier's membership went with the old one.")));
+	report_removed(c->name, c->member);
+}
+
+/* confirm_removed as a call of its own, for a membership between calls. */
+static bool
+removed_between_calls(BarrierCall *c)
+{
+	confirm_removed(c);
+	return false;
+}
+
 /* ---- the member node ---- */
 
 /* The parent of path, or NULL for a child of "/". */
@@ -683,7 +716,7 @@ await_ready(BarrierCall *c)
 		if (bridge_exists_events() != c->events)
 			return true;
 		if (bridge_held_deleted(c->hw))
-			report_removed(c->name, c->member);
+			confirm_removed(c);
 		if (left == 0)
 			return false;
 		zk_session_wait(left);
@@ -856,7 +889,7 @@ leave(BarrierCall *c)
 			if (strcmp(members[i], c->tag) == 0)
 				own = i;
 		if (c->member != NULL && own < 0)
-			report_removed(c->name, c->member);
+			confirm_removed(c);
 		if (n == 0)
 			break;
 		if (own >= 0 && n == 1)
@@ -1139,11 +1172,14 @@ membership_check(Membership *m)
 				 errdetail("The server's ZooKeeper session in which it entered was lost, and its node with it."),
 				 errhint("Enter the barrier again, on a new name if the others went on.")));
 	}
-	if (bridge_held_deleted(m->hw))
+	if (member != NULL && bridge_held_deleted(m->hw))
 	{
+		BarrierCall *c = call_new(name, pstrdup(m->path), 0);
+
+		c->member = member;
 		bridge_unwatch_held(m->hw);
 		membership_forget(m);
-		report_removed(name, member);
+		run_call(c, removed_between_calls, -1);
 	}
 }
 
