@@ -167,6 +167,8 @@ sub a_session
 {
 	my ($env, $what) = @_;
 	my $zk = $env->{zk};
+	# A session given up in the shape before may still be replaced by now.
+	wait_worker_session($env->{node_a}, 3 * $env->{T} / 1000 + 60);
 	my ($sid, $server) = split /\|/, $env->{node_a}->safe_psql('postgres',
 		q{SELECT session_id, server FROM zk_session() WHERE state = 'connected'});
 	die "$what: node A has no connected session" unless $sid;
