@@ -143,6 +143,7 @@ typedef struct BarrierCall
 	HeldWatch  *hw;
 	int64		czxid;
 	bool		create_lost;	/* a create's reply was lost: it may exist */
+	uint64		generation;		/* of the session the member node is in */
 } BarrierCall;
 
 /* ---- round trips ---- */
@@ -348,12 +349,13 @@ confirm_removed(BarrierCall *c)
 
 	if (rc == ZNOAUTH || rc == ZAUTHFAILED)
 		zk_report_error(rc, ZK_ACTION_DELETE, c->member);
-	if (rc != ZOK && rc != ZNONODE)
+	/* Asked in a later session, the NONODE proves nothing of the first. */
+	if ((rc != ZOK && rc != ZNONODE) || zk_session_generation() != c->generation)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("ZooKeeper session was lost while at a zklock barrier or gate"),
-				 errdetail("ZooKeeper refused the session's request (%s) once its member node \"%s\" had gone with it.",
-						   zerror(rc), c->member),
+				 errdetail("Its member node \"%s\" went with the session in which it entered.",
+						   c->member),
 				 errhint("The server's session worker opens a new session; a barrier's membership went with the old one.")));
 	report_removed(c->name, c->member);
 }
@@ -1056,6 +1058,7 @@ call_new(const char *name, const char *path, int timeout_ms)
 	c->path = path;
 	c->ready = psprintf("%s/%s", path, BARRIER_READY);
 	c->try_only = timeout_ms == 0;
+	c->generation = zk_session_generation();
 	if (timeout_ms > 0)
 		c->deadline = bridge_now_ms() + timeout_ms;
 	return c;
@@ -1177,6 +1180,7 @@ membership_check(Membership *m)
 		BarrierCall *c = call_new(name, pstrdup(m->path), 0);
 
 		c->member = member;
+		c->generation = m->generation;
 		bridge_unwatch_held(m->hw);
 		membership_forget(m);
 		run_call(c, removed_between_calls, -1);
@@ -1253,6 +1257,7 @@ zk_barrier_leave(PG_FUNCTION_ARGS)
 		strlcpy(c->tag, strrchr(m->member, '/') + 1, sizeof(c->tag));
 	}
 	c->czxid = m->czxid;
+	c->generation = m->generation;
 	c->hw = m->hw;
 	membership_forget(m);
 	PG_RETURN_BOOL(run_call(c, leave, STATS_LEAVE));
