@@ -334,6 +334,17 @@ report_removed(const char *name, const char *member)
 			 errhint("A superuser's zk_barrier_reset() deletes every member's node.")));
 }
 
+/* The membership's session was lost, and its node with it. */
+static void
+report_session_lost(const char *name)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("this session is no longer a member of zklock barrier \"%s\"", name),
+			 errdetail("The server's ZooKeeper session in which it entered was lost, and its node with it."),
+			 errhint("Enter the barrier again, on a new name if the others went on.")));
+}
+
 /*
  * The call's member node is gone and this backend did not delete it:
  * another client did (55000), or ZooKeeper, ending the session, which a
@@ -351,12 +362,7 @@ confirm_removed(BarrierCall *c)
 		zk_report_error(rc, ZK_ACTION_DELETE, c->member);
 	/* Asked in a later session, the NONODE proves nothing of the first. */
 	if ((rc != ZOK && rc != ZNONODE) || zk_session_generation() != c->generation)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("ZooKeeper session was lost while at a zklock barrier or gate"),
-				 errdetail("Its member node \"%s\" went with the session in which it entered.",
-						   c->member),
-				 errhint("The server's session worker opens a new session; a barrier's membership went with the old one.")));
+		report_session_lost(c->name);
 	report_removed(c->name, c->member);
 }
 
@@ -1169,11 +1175,7 @@ membership_check(Membership *m)
 	{
 		bridge_unwatch_held(m->hw);
 		membership_forget(m);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("this session is no longer a member of zklock barrier \"%s\"", name),
-				 errdetail("The server's ZooKeeper session in which it entered was lost, and its node with it."),
-				 errhint("Enter the barrier again, on a new name if the others went on.")));
+		report_session_lost(name);
 	}
 	if (member != NULL && bridge_held_deleted(m->hw))
 	{
