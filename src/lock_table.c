@@ -315,8 +315,10 @@ lock_table_forget_lost(uint64 live_generation, bool deletions,
 				 deleted ?
 				 errdetail("Its ZooKeeper node \"%s\" was deleted by another client, so other sessions may have held it since.",
 						   entry->node) :
-				 bridge_closed_for_settings(entry->generation) ?
+				 bridge_close_reason(entry->generation) == ZK_CLOSED_SETTINGS ?
 				 errdetail("The server's session worker closed its ZooKeeper session because zklock.hosts, zklock.session_timeout or zklock.auth changed at a reload, so other sessions may have held it since.") :
+				 bridge_close_reason(entry->generation) == ZK_CLOSED_SERVER_FAULT ?
+				 errdetail("The server's session worker closed its ZooKeeper session because its ZooKeeper server left a request unanswered, so other sessions may have held it since.") :
 				 errdetail("Its ZooKeeper session expired or was disconnected for longer than the session timeout, so other sessions may have held it since."),
 				 errhint("Use fencing tokens (zk_lock_token) to make stale holders harmless.")));
 		if (forgotten++ == 0)

@@ -133,6 +133,8 @@ extern uint64 worker_generation;
 extern pgsocket worker_socket;
 /* The credentials it was opened with: nodes get the protected ACL then. */
 extern char *worker_session_auth;
+/* A generation whose server left a request unanswered (worker_requests.c). */
+extern uint64 worker_server_fault;
 
 /* Per backend slot; every watch. */
 extern WorkerSlot *worker_slots;

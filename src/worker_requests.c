@@ -44,6 +44,7 @@ zhandle_t  *worker_zh = NULL;
 pgsocket	worker_socket = PGINVALID_SOCKET;
 uint64		worker_generation = 0;
 char	   *worker_session_auth = NULL;
+uint64		worker_server_fault = 0;
 
 dlist_head worker_watches = DLIST_STATIC_INIT(worker_watches);
 WorkerSlot *worker_slots;
@@ -174,13 +175,20 @@ proof_op(ZkRequestKind kind)
 
 /*
  * The client answered a call: if it was of the open session, what the
- * answer proves about the session (worker_proof.c).
+ * answer proves about the session (worker_proof.c), and whether its server
+ * skipped a reply.  The client then got the reply to a later request where
+ * it waited for this one's, and failed everything in flight with
+ * ZRUNTIMEINCONSISTENCY: a sound server answers every request in order
+ * (our callbacks never call the client, see worker_client_depth).
  */
 static void
 worker_heard(Call *call, int rc, ProofOp op)
 {
-	if (call->epoch == worker_generation)
-		publish_proof(proof_answered(call->sent_at, op, rc, bridge_now_ms()));
+	if (call->epoch != worker_generation)
+		return;
+	if (rc == ZRUNTIMEINCONSISTENCY)
+		worker_server_fault = worker_generation;
+	publish_proof(proof_answered(call->sent_at, op, rc, bridge_now_ms()));
 }
 
 /* worker_proof.c's proof, for the commit guards (bridge_proof). */

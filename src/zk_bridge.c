@@ -1297,19 +1297,19 @@ bridge_worker_running(void)
 }
 
 /*
- * Whether the session of this generation was closed by the worker because
- * zklock.hosts, zklock.session_timeout or zklock.auth changed (only the
- * last such close is known).
+ * Why the worker closed the session of this generation of its own will
+ * (only the last such close is known).
  */
-bool
-bridge_closed_for_settings(uint64 generation)
+ZkCloseReason
+bridge_close_reason(uint64 generation)
 {
-	bool		closed;
+	ZkCloseReason reason = ZK_CLOSED_UNKNOWN;
 
 	SpinLockAcquire(&zk_shared->mutex);
-	closed = generation != 0 && zk_shared->closed_for_settings == generation;
+	if (generation != 0 && zk_shared->closed_generation == generation)
+		reason = zk_shared->closed_reason;
 	SpinLockRelease(&zk_shared->mutex);
-	return closed;
+	return reason;
 }
 
 /* Whether the postmaster took the session worker at start. */

@@ -133,7 +133,7 @@ extern void bridge_session_snapshot(ZkSessionSnapshot *out);
 extern void bridge_worker_load(int *pid, int *in_flight, int *queued);
 extern bool bridge_worker_running(void);
 extern bool bridge_worker_registered(void);
-extern bool bridge_closed_for_settings(uint64 generation);
+extern ZkCloseReason bridge_close_reason(uint64 generation);
 extern int	bridge_open_error(void);
 extern uint64_t bridge_closed_by_server(void);
 extern void bridge_write_off(uint64_t generation);

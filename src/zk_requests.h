@@ -8,6 +8,15 @@
 
 #include <stdint.h>
 
+/* Why the worker closed a session of its own will. */
+typedef enum ZkCloseReason
+{
+	ZK_CLOSED_UNKNOWN,			/* not closed by the worker, or not the last */
+	ZK_CLOSED_SETTINGS,			/* zklock.hosts, .session_timeout or .auth
+								 * changed at a reload */
+	ZK_CLOSED_SERVER_FAULT		/* its server left a request unanswered */
+} ZkCloseReason;
+
 typedef enum ZkRequestKind
 {
 	ZKREQ_CREATE,				/* zoo_acreate2: path of the new node, czxid */

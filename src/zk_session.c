@@ -138,16 +138,22 @@ zk_session_no_answer(ZkActivity doing)
 void
 zk_session_check_alive(ZkActivity doing)
 {
-	if (session_gone(call_generation))
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 lost_message(doing),
-				 bridge_closed_for_settings(call_generation) ?
-				 errdetail("The server's session worker closed the session because zklock.hosts, zklock.session_timeout or zklock.auth changed at a reload; its nodes are gone.") :
-				 errdetail("The session expired, or was disconnected for longer than its timeout; its nodes go when ZooKeeper expires it, after a change of leader up to one session timeout later."),
-				 doing == ZK_BARRIER ?
-				 errhint("The server's session worker opens a new session; a barrier's membership went with the old one.") :
-				 errhint("The server's session worker opens a new session; acquire the lock again.")));
+	ZkCloseReason why;
+
+	if (!session_gone(call_generation))
+		return;
+	why = bridge_close_reason(call_generation);
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 lost_message(doing),
+			 why == ZK_CLOSED_SETTINGS ?
+			 errdetail("The server's session worker closed the session because zklock.hosts, zklock.session_timeout or zklock.auth changed at a reload; its nodes are gone.") :
+			 why == ZK_CLOSED_SERVER_FAULT ?
+			 errdetail("The server's session worker closed the session because its ZooKeeper server left a request unanswered, which a sound server never does; its nodes go when ZooKeeper ends it, within one session timeout.") :
+			 errdetail("The session expired, or was disconnected for longer than its timeout; its nodes go when ZooKeeper expires it, after a change of leader up to one session timeout later."),
+			 doing == ZK_BARRIER ?
+			 errhint("The server's session worker opens a new session; a barrier's membership went with the old one.") :
+			 errhint("The server's session worker opens a new session; acquire the lock again.")));
 }
 
 /*

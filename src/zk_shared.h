@@ -135,8 +135,9 @@ typedef struct ZkShared
 	int			open_error;		/* errno of a failed zookeeper_init, or: */
 #define ZK_OPEN_BAD_AUTH (-1)	/* zklock.auth is not user:password */
 	uint64		close_requested;	/* a generation a backend wrote off */
-	uint64		closed_for_settings;	/* the last generation the worker
-										 * closed for a reload of its settings */
+	uint64		closed_generation;	/* the last generation the worker closed
+									 * of its own will, and why: */
+	ZkCloseReason closed_reason;
 	bool		closing;		/* the worker closes the open session once
 								 * its committers are done: none passes now */
 	bool		slots_changed;	/* a backend took its slot or is exiting */

@@ -88,6 +88,15 @@ PGDLLEXPORT void zklock_reaper_main(Datum arg);
 
 static int64 retry_open_at = 0;
 static int	open_failures = 0;	/* in a row, since the settings changed */
+
+/*
+ * Sessions closed because their server left a request unanswered, in a row
+ * (a minute apart at most): the next is opened 1 s later, then 2 s ... 32 s,
+ * so that a server that stays faulty costs it a few sessions a minute.
+ */
+#define SERVER_FAULT_MEMORY_MS 60000
+static int	server_faults = 0;
+static int64 last_server_fault_at = 0;
 /* A close asked for (request_close): by when at the latest, and why. */
 static int64 close_deadline = 0;
 static bool close_lost;
@@ -613,6 +622,56 @@ request_close(bool lost)
 	close_deadline = bridge_now_ms() + Max(PROOF_GUARD_MARGIN(zoo_recv_timeout(worker_zh)), 1);
 }
 
+/* request_close, for a reason the backends are told (bridge_close_reason). */
+static void
+request_close_for(ZkCloseReason reason)
+{
+	SpinLockAcquire(&zk_shared->mutex);
+	zk_shared->closed_generation = worker_generation;
+	zk_shared->closed_reason = reason;
+	SpinLockRelease(&zk_shared->mutex);
+	request_close(true);
+}
+
+/*
+ * The session's server skipped the reply to a request (worker_heard).  Its
+ * answers can no longer be trusted: in the case seen, a ZooKeeper 3.8.0
+ * follower whose data tree had lost a committed parent node after a resync
+ * with its leader failed every reply to a create under it (its log says
+ * "Unexpected exception. Destruction averted.") and answered reads with
+ * that parent missing.  Each create was committed nonetheless; a backend
+ * that looked for its node after the lost reply did not find it and
+ * created another, and the nodes stayed in the live session, ahead of
+ * every waiter.  Closing the session has ZooKeeper's leader remove all of
+ * its nodes, whatever the faulty server shows.
+ */
+static void
+close_for_server_fault(void)
+{
+	int64		now = bridge_now_ms();
+	int			pause_ms;
+	char		server[sizeof(zk_shared->session.server)];
+
+	if (now - last_server_fault_at > SERVER_FAULT_MEMORY_MS)
+		server_faults = 0;
+	pause_ms = OPEN_RETRY_MS << Min(server_faults, OPEN_RETRY_MAX_DOUBLINGS);
+	server_faults++;
+	last_server_fault_at = now;
+	retry_open_at = now + pause_ms;
+
+	SpinLockAcquire(&zk_shared->mutex);
+	strlcpy(server, zk_shared->session.server, sizeof(server));
+	SpinLockRelease(&zk_shared->mutex);
+	ereport(LOG,
+			(errmsg("zklock: ZooKeeper session 0x%llx is lost: its server %s left a request unanswered",
+					(unsigned long long) zoo_client_id(worker_zh)->client_id,
+					server[0] != '\0' ? server : "?"),
+			 errdetail("A sound ZooKeeper server answers every request in order; this one sent the reply to a later request first.  The session is closed so that ZooKeeper removes every node of it, those whose creation went unanswered included.  Its locks are lost; their holders are told at their next zklock call or COMMIT.  A new session is opened in %d s.",
+					   pause_ms / 1000),
+			 errhint("Look for \"Destruction averted\" in that server's log; restarting it has it load its data again from its snapshot and transaction log.")));
+	request_close_for(ZK_CLOSED_SERVER_FAULT);
+}
+
 /* Close a session whose close was asked for, once it may be. */
 static void
 close_when_done(void)
@@ -642,14 +701,15 @@ typedef enum SessionVerdict
 {
 	SESSION_GOOD,
 	SESSION_GONE,				/* expired, refused, or silent too long */
+	SESSION_SERVER_FAULT,		/* its server left a request unanswered */
 	SESSION_WRITTEN_OFF			/* by a backend that got no reply in time */
 } SessionVerdict;
 
 /*
  * Whether the open session must be given up: expired or refused, silent
  * for longer than its timeout (the same verdict the backends reach from the
- * published state, reached here before the client may reconnect it), or
- * written off by a backend.
+ * published state, reached here before the client may reconnect it), served
+ * by a faulty server, or written off by a backend.
  */
 static SessionVerdict
 session_verdict(void)
@@ -668,6 +728,8 @@ session_verdict(void)
 	if (s.zk_state != ZOO_CONNECTED_STATE && s.session_id != 0 &&
 		bridge_now_ms() - s.changed_at_ms > s.timeout_ms)
 		return SESSION_GONE;
+	if (worker_server_fault == worker_generation)
+		return SESSION_SERVER_FAULT;
 	return written_off == worker_generation ? SESSION_WRITTEN_OFF : SESSION_GOOD;
 }
 
@@ -1066,10 +1128,7 @@ zklock_worker_main(Datum arg)
 			{
 				ereport(LOG,
 						(errmsg("zklock: ZooKeeper settings changed; closing the session, which ends the locks held in it")));
-				SpinLockAcquire(&zk_shared->mutex);
-				zk_shared->closed_for_settings = worker_generation;
-				SpinLockRelease(&zk_shared->mutex);
-				request_close(true);
+				request_close_for(ZK_CLOSED_SETTINGS);
 			}
 		}
 		if (worker_zh != NULL)
@@ -1082,6 +1141,8 @@ zklock_worker_main(Datum arg)
 				log_session_lost(session_gone_why());
 				close_session(true);
 			}
+			else if (verdict == SESSION_SERVER_FAULT && close_deadline == 0)
+				close_for_server_fault();
 			else if (verdict == SESSION_WRITTEN_OFF && close_deadline == 0)
 			{
 				log_session_lost("a backend got no reply in time and wrote it off");

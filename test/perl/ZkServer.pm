@@ -540,11 +540,13 @@ sub _spawn_proxy
 
 # Start a TCP proxy in front of every server (test/zk/tcpproxy.py); returns
 # the connection string that goes through it.  delay_ms => N: every reply
-# reaches the client N ms late.
+# reaches the client N ms late; faulty => PATH: proxy_signal('TTOU') starts
+# or stops answering as a server whose data tree lost PATH.
 sub start_proxy
 {
 	my ($self, %opts) = @_;
 	my @args = $opts{delay_ms} ? ("--delay=$opts{delay_ms}") : ();
+	push @args, "--faulty=$opts{faulty}" if $opts{faulty};
 	for my $i (1 .. $self->{servers})
 	{
 		$self->{proxy_port}{$i} = free_port();
@@ -562,7 +564,8 @@ sub proxy_hosts
 }
 
 # 'USR1': drop every connection; 'USR2': lose the reply to each connection's
-# next request; 'HUP': start or stop refusing new connections.
+# next request; 'HUP': start or stop refusing new connections; 'TTOU': see
+# start_proxy's faulty (test/zk/tcpproxy.py has the rest).
 sub proxy_signal
 {
 	my ($self, $sig) = @_;

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """A loopback TCP proxy that loses replies on demand, for fault tests.
 
-Usage: tcpproxy.py [--delay=MS] [--refuse] LISTEN_PORT:TARGET_PORT [...]
+Usage: tcpproxy.py [--delay=MS] [--refuse] [--faulty=PATH]
+                   LISTEN_PORT:TARGET_PORT [...]
 
 Forwards 127.0.0.1:LISTEN_PORT to 127.0.0.1:TARGET_PORT and prints "ready"
 once listening.  With --delay, every reply from the server reaches the
@@ -10,7 +11,13 @@ target is down is reset at once and the port stops listening for a moment,
 as a closed port refuses: for ZooKeeper's quorum and election ports, whose
 peers take a connection that is accepted and then closed for a live peer
 and wait initLimit x tickTime before they try another (a leader killed
-becomes an outage of that long).  Signals:
+becomes an outage of that long).  With --faulty, SIGTTOU (below) makes the
+server behind it act as a ZooKeeper 3.8.0 follower did whose data tree had
+lost the node PATH after a resync with its leader: it lists PATH as missing
+(NONODE), and a create of a child of PATH is carried out by the leader but
+never answered (that server failed to serialize the reply and logged
+"Destruction averted"); the client gets the next reply where it waited for
+the create's.  Signals:
 
   SIGUSR1  drop every open connection at once;
   SIGUSR2  cut every open connection right after it has forwarded the
@@ -22,7 +29,8 @@ becomes an outage of that long).  Signals:
   SIGTTIN  start or stop a partition: the connections stay open but every
            byte either way is dropped (a link that went silent, not one
            that closed); when it stops, the partitioned connections are
-           dropped, so that their ends connect again afresh.
+           dropped, so that their ends connect again afresh;
+  SIGTTOU  with --faulty, start or stop the faulty server's answers.
 
 A cut resets the client's side and closes the server's side after the data,
 so the server still reads the request.  SIGTERM stops the proxy.  Each of
@@ -46,6 +54,11 @@ delay_s = 0.0
 CUT_SERVER_GRACE_S = 1.0
 # ZooKeeper's create, create2, createContainer and createTTL requests.
 CREATE_OPS = (1, 15, 19, 21)
+# getChildren, getChildren2; ZooKeeper's NONODE.
+CHILDREN_OPS = (8, 12)
+ZNONODE = -101
+faulty_path = None
+faulty = False
 
 
 class Connection:
@@ -64,6 +77,59 @@ class Connection:
         self.frame_left = 0
         self.header = b""
         self.request_head = b""
+        # With --faulty: whole frames each way (the first is the session's
+        # connect request or response), and what to do to the reply of
+        # each request the faulty server mistreats, by xid.
+        self.requests = b""
+        self.replies = b""
+        self.connect_request_seen = False
+        self.connect_response_seen = False
+        self.mistreated = {}
+
+    def note_requests(self, data):
+        """Mark the requests the faulty server mistreats, before they are
+        forwarded (their replies may come back at once)."""
+        self.requests += data
+        while len(self.requests) >= 4:
+            n = struct.unpack(">i", self.requests[:4])[0]
+            if len(self.requests) < 4 + max(n, 0):
+                return
+            frame = self.requests[4:4 + max(n, 0)]
+            self.requests = self.requests[4 + max(n, 0):]
+            if not self.connect_request_seen:
+                self.connect_request_seen = True
+                continue
+            if not faulty or len(frame) < 12:
+                continue
+            xid, op, length = struct.unpack(">iii", frame[:12])
+            path = frame[12:12 + max(length, 0)].decode("utf-8", "replace")
+            if op in CREATE_OPS and path.startswith(faulty_path + "/"):
+                self.mistreated[xid] = "unanswered"
+            elif op in CHILDREN_OPS and path == faulty_path:
+                self.mistreated[xid] = "nonode"
+
+    def mistreat_replies(self, data):
+        """The server's bytes as the faulty server sends them: whole
+        frames only, some dropped, some answered NONODE."""
+        self.replies += data
+        out = b""
+        while len(self.replies) >= 4:
+            n = struct.unpack(">i", self.replies[:4])[0]
+            if len(self.replies) < 4 + max(n, 0):
+                break
+            frame = self.replies[:4 + max(n, 0)]
+            self.replies = self.replies[4 + max(n, 0):]
+            if not self.connect_response_seen or n < 16:
+                self.connect_response_seen = True
+                out += frame
+                continue
+            xid, zxid = struct.unpack(">iq", frame[4:16])
+            how = self.mistreated.pop(xid, None)
+            if how == "nonode":
+                out += struct.pack(">iiqi", 16, xid, zxid, ZNONODE)
+            elif how is None:
+                out += frame
+        return out
 
     def count_requests(self, data):
         """Advance the framing over data; return the requests it completed,
@@ -123,6 +189,13 @@ async def pump(reader, writer, conn, from_client):
             if partitioned or conn.partitioned:
                 conn.partitioned = True
                 continue
+            if faulty_path is not None:
+                if from_client:
+                    conn.note_requests(data)
+                else:
+                    data = conn.mistreat_replies(data)
+                    if not data:
+                        continue
             if delay_s > 0 and not from_client:
                 conn.late.put_nowait((asyncio.get_running_loop().time() + delay_s, data))
                 continue
@@ -251,6 +324,11 @@ def toggle_partition():
                 conn.drop()
 
 
+def toggle_faulty():
+    global faulty
+    faulty = not faulty
+
+
 def cut_after_next_request():
     for conn in list(connections):
         conn.cut_after_request = True
@@ -279,6 +357,8 @@ async def main(pairs):
                             acknowledged("HUP", toggle_refusing))
     loop.add_signal_handler(signal.SIGTTIN,
                             acknowledged("TTIN", toggle_partition))
+    loop.add_signal_handler(signal.SIGTTOU,
+                            acknowledged("TTOU", toggle_faulty))
     stop = loop.create_future()
     loop.add_signal_handler(signal.SIGTERM, stop.set_result, None)
     listeners = []
@@ -302,6 +382,8 @@ if __name__ == "__main__":
             delay_s = int(opt[len("--delay="):]) / 1000.0
         elif opt == "--refuse":
             refuse_when_down = True
+        elif opt.startswith("--faulty="):
+            faulty_path = opt[len("--faulty="):]
         else:
             sys.exit("tcpproxy.py: unknown option " + opt)
     asyncio.run(main([tuple(int(p) for p in arg.split(":"))
