@@ -135,6 +135,8 @@ extern pgsocket worker_socket;
 extern char *worker_session_auth;
 /* A generation whose server left a request unanswered (worker_requests.c). */
 extern uint64 worker_server_fault;
+extern void worker_send_failed(void);
+extern void worker_connected(void);
 
 /* Per backend slot; every watch. */
 extern WorkerSlot *worker_slots;

@@ -46,6 +46,30 @@ uint64		worker_generation = 0;
 char	   *worker_session_auth = NULL;
 uint64		worker_server_fault = 0;
 
+/*
+ * A mismatched reply the client brought on itself.  A request whose send
+ * fails (note_silent_disconnect, zk_worker.c) can leave its completion
+ * queued: the client then matches the first reply on its next connection
+ * against a request that connection never carried, and drops it as
+ * mismatched.  That connection's mismatch is the client's, not the
+ * server's.
+ */
+static bool send_failed = false;	/* since the last connection */
+static bool mismatch_excused = false;	/* on the current connection */
+
+void
+worker_send_failed(void)
+{
+	send_failed = true;
+}
+
+void
+worker_connected(void)
+{
+	mismatch_excused = send_failed;
+	send_failed = false;
+}
+
 dlist_head worker_watches = DLIST_STATIC_INIT(worker_watches);
 WorkerSlot *worker_slots;
 static int64 worker_last_slot_check = 0;
@@ -179,14 +203,15 @@ proof_op(ZkRequestKind kind)
  * skipped a reply.  The client then got the reply to a later request where
  * it waited for this one's, and failed everything in flight with
  * ZRUNTIMEINCONSISTENCY: a sound server answers every request in order
- * (our callbacks never call the client, see worker_client_depth).
+ * (our callbacks never call the client, see worker_client_depth), and the
+ * client's own such mismatch is excused (mismatch_excused).
  */
 static void
 worker_heard(Call *call, int rc, ProofOp op)
 {
 	if (call->epoch != worker_generation)
 		return;
-	if (rc == ZRUNTIMEINCONSISTENCY)
+	if (rc == ZRUNTIMEINCONSISTENCY && !mismatch_excused)
 		worker_server_fault = worker_generation;
 	publish_proof(proof_answered(call->sent_at, op, rc, bridge_now_ms()));
 }

@@ -155,6 +155,7 @@ note_silent_disconnect(void)
 	ereport(LOG,
 			(errmsg("zklock: the connection of ZooKeeper session 0x%llx was lost while sending a request",
 					(unsigned long long) zoo_client_id(worker_zh)->client_id)));
+	worker_send_failed();
 	worker_proof_connection(0, 0);
 	publish_state(ZOO_CONNECTING_STATE);
 	worker_wake_all();
@@ -204,6 +205,7 @@ session_watcher(zhandle_t *handle, int type, int state, const char *path,
 		const char *server = zoo_get_current_server(worker_zh);
 		bool		same;
 
+		worker_connected();
 		SpinLockAcquire(&zk_shared->mutex);
 		same = zk_shared->session.session_id == id->client_id;
 		SpinLockRelease(&zk_shared->mutex);
