@@ -305,9 +305,11 @@ lock_table_forget_lost(uint64 live_generation, bool deletions,
 	{
 		/* In the live session: lost only if another client deleted its node. */
 		bool		deleted = entry->generation == live_generation;
+		ZkCloseReason why;
 
 		if (deleted && !bridge_held_deleted(entry->watch))
 			continue;
+		why = bridge_close_reason(entry->generation);
 		ereport(WARNING,
 				(errcode(deleted ? ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE :
 						 ERRCODE_CONNECTION_FAILURE),
@@ -315,9 +317,9 @@ lock_table_forget_lost(uint64 live_generation, bool deletions,
 				 deleted ?
 				 errdetail("Its ZooKeeper node \"%s\" was deleted by another client, so other sessions may have held it since.",
 						   entry->node) :
-				 bridge_close_reason(entry->generation) == ZK_CLOSED_SETTINGS ?
+				 why == ZK_CLOSED_SETTINGS ?
 				 errdetail("The server's session worker closed its ZooKeeper session because zklock.hosts, zklock.session_timeout or zklock.auth changed at a reload, so other sessions may have held it since.") :
-				 bridge_close_reason(entry->generation) == ZK_CLOSED_SERVER_FAULT ?
+				 why == ZK_CLOSED_SERVER_FAULT ?
 				 errdetail("The server's session worker closed its ZooKeeper session because its ZooKeeper server left a request unanswered, so other sessions may have held it since.") :
 				 errdetail("Its ZooKeeper session expired or was disconnected for longer than the session timeout, so other sessions may have held it since."),
 				 errhint("Use fencing tokens (zk_lock_token) to make stale holders harmless.")));

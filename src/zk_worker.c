@@ -386,6 +386,13 @@ auth_well_formed(const char *auth)
 	return auth[0] == '\0' || (colon != NULL && colon != auth && colon[1] != '\0');
 }
 
+/* The pause before the next open after this many failures in a row. */
+static int
+open_retry_ms(int failures)
+{
+	return OPEN_RETRY_MS << Min(failures, OPEN_RETRY_MAX_DOUBLINGS);
+}
+
 /*
  * The session could not be opened: backends are told why at once, and the
  * next try is later each time (the log said so once).
@@ -396,8 +403,7 @@ open_failed(int error)
 	SpinLockAcquire(&zk_shared->mutex);
 	zk_shared->open_error = error;
 	SpinLockRelease(&zk_shared->mutex);
-	retry_open_at = bridge_now_ms() +
-		(OPEN_RETRY_MS << Min(open_failures, OPEN_RETRY_MAX_DOUBLINGS));
+	retry_open_at = bridge_now_ms() + open_retry_ms(open_failures);
 	open_failures++;
 	worker_wake_all();
 }
@@ -656,7 +662,7 @@ close_for_server_fault(void)
 
 	if (now - last_server_fault_at > SERVER_FAULT_MEMORY_MS)
 		server_faults = 0;
-	pause_ms = OPEN_RETRY_MS << Min(server_faults, OPEN_RETRY_MAX_DOUBLINGS);
+	pause_ms = open_retry_ms(server_faults);
 	server_faults++;
 	last_server_fault_at = now;
 	retry_open_at = now + pause_ms;
